@@ -1,0 +1,333 @@
+package leasedo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrInboxClosed is returned by Enqueue after Close.
+var ErrInboxClosed = errors.New("inbox closed")
+
+// Inbox commits webhook deliveries durably. Concurrent Enqueue calls share
+// one transaction (group commit): under load many deliveries cost one commit.
+type Inbox struct {
+	s        *Store
+	maxBatch int
+	reqs     chan *enqueueReq
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+type enqueueReq struct {
+	d    Delivery
+	dup  bool
+	err  error
+	done chan struct{}
+}
+
+// NewInbox starts the committer. maxBatch bounds one transaction (default 256).
+func (s *Store) NewInbox(maxBatch int) *Inbox {
+	if maxBatch <= 0 {
+		maxBatch = 256
+	}
+	in := &Inbox{s: s, maxBatch: maxBatch, reqs: make(chan *enqueueReq, maxBatch), quit: make(chan struct{})}
+	in.wg.Add(1)
+	go in.run()
+	return in
+}
+
+// Enqueue stores d and returns once it is committed. A delivery id already
+// stored answers duplicate=true and stores nothing.
+func (in *Inbox) Enqueue(ctx context.Context, d Delivery) (duplicate bool, err error) {
+	if d.ID == "" || d.Event == "" {
+		return false, errors.New("enqueue: delivery id and event are required")
+	}
+	r := &enqueueReq{d: d, done: make(chan struct{})}
+	select {
+	case in.reqs <- r:
+	case <-in.quit:
+		return false, ErrInboxClosed
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	// Wait for the commit even if ctx ends: the answer must say what happened.
+	<-r.done
+	return r.dup, r.err
+}
+
+// Close stops the committer after the requests already handed over are done.
+func (in *Inbox) Close() {
+	in.once.Do(func() { close(in.quit) })
+	in.wg.Wait()
+}
+
+func (in *Inbox) run() {
+	defer in.wg.Done()
+	for {
+		var first *enqueueReq
+		select {
+		case first = <-in.reqs:
+		case <-in.quit:
+			// Drain what was handed over before the quit.
+			for {
+				select {
+				case r := <-in.reqs:
+					in.commit([]*enqueueReq{r})
+				default:
+					return
+				}
+			}
+		}
+		batch := []*enqueueReq{first}
+	fill:
+		for len(batch) < in.maxBatch {
+			select {
+			case r := <-in.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		in.commit(batch)
+	}
+}
+
+func (in *Inbox) commit(batch []*enqueueReq) {
+	ctx := context.Background()
+	err := in.s.db.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, body, received_at, state)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
+		if err != nil {
+			return fmt.Errorf("store deliveries: %w", err)
+		}
+		defer stmt.Close()
+		for _, r := range batch {
+			d := r.d
+			res, err := stmt.ExecContext(ctx, d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.Body, d.ReceivedAt.UnixMilli())
+			if err != nil {
+				return fmt.Errorf("store delivery %s: %w", d.ID, err)
+			}
+			n, _ := res.RowsAffected()
+			r.dup = n == 0
+		}
+		return nil
+	})
+	for _, r := range batch {
+		if err != nil {
+			r.err, r.dup = err, false
+		}
+		close(r.done)
+	}
+}
+
+// Pending returns up to limit pending deliveries of k in arrival order.
+func (s *Store) Pending(ctx context.Context, k Key, limit int) ([]Delivery, error) {
+	return s.deliveries(ctx, `WHERE state = 'pending' AND tenant = ? AND repo = ? ORDER BY seq LIMIT ?`, k.Tenant, k.Repo, limit)
+}
+
+// Deliveries lists k's deliveries in the given state, newest first.
+func (s *Store) Deliveries(ctx context.Context, k Key, state string, limit int) ([]Delivery, error) {
+	return s.deliveries(ctx, `WHERE state = ? AND tenant = ? AND repo = ? ORDER BY seq DESC LIMIT ?`, state, k.Tenant, k.Repo, limit)
+}
+
+// NextTry reports when a pending delivery in backoff may be tried again.
+func (s *Store) NextTry(ctx context.Context, seq int64) (time.Time, error) {
+	var ms int64
+	if err := s.db.r.QueryRowContext(ctx, `SELECT next_try_at FROM deliveries WHERE seq = ?`, seq).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("delivery %d: %w", seq, err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+func (s *Store) deliveries(ctx context.Context, where string, args ...any) ([]Delivery, error) {
+	rows, err := s.db.r.QueryContext(ctx, `SELECT seq, delivery_id, event, action, tenant, repo, body, received_at, state, attempts, last_error, next_try_at
+		FROM deliveries `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read deliveries: %w", err)
+	}
+	defer rows.Close()
+	out := []Delivery{}
+	for rows.Next() {
+		var d Delivery
+		var recv, next int64
+		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &d.Tenant, &d.Repo, &d.Body, &recv, &d.State, &d.Attempts, &d.LastError, &next); err != nil {
+			return nil, fmt.Errorf("read deliveries: %w", err)
+		}
+		d.ReceivedAt = time.UnixMilli(recv)
+		d.NextTryAt = time.UnixMilli(next)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// PendingKeys lists every (tenant, repo) with pending deliveries: what a
+// restart must resume.
+func (s *Store) PendingKeys(ctx context.Context) ([]Key, error) {
+	rows, err := s.db.r.QueryContext(ctx, `SELECT DISTINCT tenant, repo FROM deliveries WHERE state = 'pending'`)
+	if err != nil {
+		return nil, fmt.Errorf("list pending deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []Key
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.Tenant, &k.Repo); err != nil {
+			return nil, fmt.Errorf("list pending deliveries: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// DeliveryCounts counts deliveries by state (for the dashboard and metrics).
+func (s *Store) DeliveryCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := s.db.r.QueryContext(ctx, `SELECT state, count(*) FROM deliveries GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count deliveries: %w", err)
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}
+
+// Batch is everything one delivery does, applied in one transaction together
+// with marking the delivery done: a delivery is applied exactly once.
+type Batch struct {
+	Events       []Event // queue events for the lease's (tenant, repo)
+	Track        []Key   // repositories to track
+	Forget       []Key   // repositories to forget (uninstalled)
+	ForgetTenant bool    // forget every repository of the lease's tenant
+	Suspend      *bool   // pause (true) or resume (false) the lease's tenant
+}
+
+// ApplyDelivery applies b for delivery seq under l and marks it done. A
+// delivery no longer pending (already applied) is skipped: applied=false.
+func (s *Store) ApplyDelivery(ctx context.Context, l *Lease, seq int64, b Batch) (results []Result, applied bool, err error) {
+	err = s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+		var state string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM deliveries WHERE seq = ?`, seq).Scan(&state); err != nil {
+			return fmt.Errorf("delivery %d: %w", seq, err)
+		}
+		if state != DeliveryPending {
+			return nil
+		}
+		for _, ev := range b.Events {
+			if ev.Key() != l.Key {
+				return fmt.Errorf("delivery %d: event for %s under the lease of %s", seq, ev.Key(), l.Key)
+			}
+			if err := ev.Validate(); err != nil {
+				return fmt.Errorf("delivery %d: %w", seq, err)
+			}
+			r, err := s.apply(ctx, tx, ev)
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
+		}
+		if err := track(ctx, tx, now, b.Track); err != nil {
+			return err
+		}
+		forgetKeys := b.Forget
+		if b.ForgetTenant {
+			keys, err := tenantRepos(ctx, tx, l.Key.Tenant)
+			if err != nil {
+				return err
+			}
+			forgetKeys = append(forgetKeys, keys...)
+			if _, err := tx.ExecContext(ctx, `DELETE FROM installations WHERE tenant = ?`, l.Key.Tenant); err != nil {
+				return fmt.Errorf("tenant %s: forget: %w", l.Key.Tenant, err)
+			}
+		}
+		if err := forget(ctx, tx, now, forgetKeys); err != nil {
+			return err
+		}
+		if b.Suspend != nil {
+			if err := setSuspended(ctx, tx, now, l.Key.Tenant, *b.Suspend); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'done', processed_at = ?, attempts = attempts + 1 WHERE seq = ?`, now, seq); err != nil {
+			return fmt.Errorf("delivery %d: mark done: %w", seq, err)
+		}
+		applied = true
+		return nil
+	})
+	return results, applied, err
+}
+
+// FailDelivery records a failed attempt: the delivery stays pending and is
+// tried again after backoff, until maxAttempts, when it is marked failed
+// (kept, with its error, visible in GET /queue and the dashboard).
+func (s *Store) FailDelivery(ctx context.Context, seq int64, cause error, backoff time.Duration, maxAttempts int) (failed bool, err error) {
+	msg := cause.Error()
+	if len(msg) > 2000 {
+		msg = msg[:2000]
+	}
+	err = s.db.write(ctx, func(tx *sql.Tx) error {
+		var attempts int
+		if err := tx.QueryRowContext(ctx, `SELECT attempts FROM deliveries WHERE seq = ?`, seq).Scan(&attempts); err != nil {
+			return fmt.Errorf("delivery %d: %w", seq, err)
+		}
+		attempts++
+		state := DeliveryPending
+		if attempts >= maxAttempts {
+			state, failed = DeliveryFailed, true
+		}
+		next := s.now().Add(backoff).UnixMilli()
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET attempts = ?, last_error = ?, state = ?, next_try_at = ? WHERE seq = ?`,
+			attempts, msg, state, next, seq); err != nil {
+			return fmt.Errorf("delivery %d: record failure: %w", seq, err)
+		}
+		return nil
+	})
+	return failed, err
+}
+
+// RetryFailed puts k's failed deliveries back to pending (an operator's
+// decision after fixing the cause) and returns how many.
+func (s *Store) RetryFailed(ctx context.Context, k Key) (int64, error) {
+	var n int64
+	err := s.db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', attempts = 0, next_try_at = 0 WHERE state = 'failed' AND tenant = ? AND repo = ?`, k.Tenant, k.Repo)
+		if err != nil {
+			return fmt.Errorf("%s: retry failed deliveries: %w", k, err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return n, err
+}
+
+// Prune deletes processed deliveries older than before, in short batches.
+func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.db.write(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE seq IN
+				(SELECT seq FROM deliveries WHERE state = 'done' AND processed_at < ? LIMIT 1000)`, before.UnixMilli())
+			if err != nil {
+				return fmt.Errorf("prune deliveries: %w", err)
+			}
+			n, _ = res.RowsAffected()
+			return nil
+		})
+		total += n
+		if err != nil || n < 1000 {
+			return total, err
+		}
+	}
+}

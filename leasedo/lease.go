@@ -1,0 +1,191 @@
+package leasedo
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Lease is a held (tenant, repo) lease. Token fences it: only the holder of
+// the token can release it or write under it, so a holder whose lease went
+// stale and was taken over cannot undo the new holder's work.
+type Lease struct {
+	Key      Key
+	By       string
+	Token    string
+	Acquired time.Time
+}
+
+// LockedError is the seed's 409 "locked".
+type LockedError struct {
+	Key       Key
+	HeldBy    string
+	ExpiresIn time.Duration
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("%s: locked (held by %s, expires in %s)", e.Key, e.HeldBy, e.ExpiresIn)
+}
+
+// IsLocked reports whether err is a LockedError.
+func IsLocked(err error) bool {
+	var le *LockedError
+	return errors.As(err, &le)
+}
+
+// ErrLeaseLost means the lease went stale and another holder took it over;
+// nothing was written.
+var ErrLeaseLost = errors.New("lease lost: it went stale and was taken over")
+
+// LeaseState is the seed's check() answer. Stale and HeldBy are also set for
+// a lease past its TTL, which no longer locks (the next acquire overwrites it).
+type LeaseState struct {
+	Locked    bool   `json:"locked"`
+	HeldBy    string `json:"held_by,omitempty"`
+	ExpiresIn *int64 `json:"expires_in,omitempty"` // ms, when locked
+	Stale     bool   `json:"stale,omitempty"`
+	AgeMS     *int64 `json:"age_ms,omitempty"`
+}
+
+// StaleLease is one lease force-released by reconcile.
+type StaleLease struct {
+	HeldBy string `json:"held_by"`
+	AgeMS  int64  `json:"age_ms"`
+}
+
+type leaseRow struct {
+	ts     int64
+	heldBy string
+	token  string
+}
+
+func getLease(ctx context.Context, q querier, k Key) (*leaseRow, error) {
+	var r leaseRow
+	err := q.QueryRowContext(ctx, `SELECT ts, held_by, token FROM leases WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo).
+		Scan(&r.ts, &r.heldBy, &r.token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: read lease: %w", k, err)
+	}
+	return &r, nil
+}
+
+// Acquire is the seed's acquire(): a lease younger than the TTL answers
+// LockedError; a missing or stale one is (over)written with now and by.
+func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
+	now := s.now()
+	l := &Lease{Key: k, By: by, Token: newToken(), Acquired: now}
+	err := s.db.write(ctx, func(tx *sql.Tx) error {
+		cur, err := getLease(ctx, tx, k)
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			age := time.Duration(now.UnixMilli()-cur.ts) * time.Millisecond
+			if age < s.ttl {
+				return &LockedError{Key: k, HeldBy: cur.heldBy, ExpiresIn: s.ttl - age}
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO leases (tenant, repo, ts, held_by, token) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (tenant, repo) DO UPDATE SET ts = excluded.ts, held_by = excluded.held_by, token = excluded.token`,
+			k.Tenant, k.Repo, now.UnixMilli(), by, l.Token)
+		if err != nil {
+			return fmt.Errorf("%s: write lease: %w", k, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Release releases l if it is still held under l's token; it never deletes a
+// lease that another holder took over. It reports whether it released.
+func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
+	if l == nil {
+		return false, nil
+	}
+	var released bool
+	err := s.db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ? AND token = ?`, l.Key.Tenant, l.Key.Repo, l.Token)
+		if err != nil {
+			return fmt.Errorf("%s: release lease: %w", l.Key, err)
+		}
+		n, _ := res.RowsAffected()
+		released = n > 0
+		return nil
+	})
+	return released, err
+}
+
+// ReleaseAny is the seed's release() as the admin API exposes it: the lease
+// is deleted whoever holds it.
+func (s *Store) ReleaseAny(ctx context.Context, k Key) error {
+	return s.db.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo); err != nil {
+			return fmt.Errorf("%s: release lease: %w", k, err)
+		}
+		return nil
+	})
+}
+
+// Renew moves l's timestamp to now, so that a holder doing long work (GitHub
+// calls) keeps its lease. ErrLeaseLost if it was taken over.
+func (s *Store) Renew(ctx context.Context, l *Lease) error {
+	return s.db.write(ctx, func(tx *sql.Tx) error { return s.fence(ctx, tx, l) })
+}
+
+// fence checks inside a write transaction that l is still held, and renews it.
+func (s *Store) fence(ctx context.Context, tx *sql.Tx, l *Lease) error {
+	if l == nil {
+		return errors.New("write without a lease")
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE leases SET ts = ? WHERE tenant = ? AND repo = ? AND token = ?`,
+		s.now().UnixMilli(), l.Key.Tenant, l.Key.Repo, l.Token)
+	if err != nil {
+		return fmt.Errorf("%s: renew lease: %w", l.Key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%s: %w", l.Key, ErrLeaseLost)
+	}
+	return nil
+}
+
+// Check is the seed's check().
+func (s *Store) Check(ctx context.Context, k Key) (LeaseState, error) {
+	cur, err := getLease(ctx, s.db.r, k)
+	if err != nil || cur == nil {
+		return LeaseState{}, err
+	}
+	return s.leaseState(cur), nil
+}
+
+func (s *Store) leaseState(cur *leaseRow) LeaseState {
+	age := s.now().UnixMilli() - cur.ts
+	if age < s.ttl.Milliseconds() {
+		exp := s.ttl.Milliseconds() - age
+		return LeaseState{Locked: true, HeldBy: cur.heldBy, ExpiresIn: &exp}
+	}
+	return LeaseState{Locked: false, HeldBy: cur.heldBy, Stale: true, AgeMS: &age}
+}
+
+func newToken() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// querier is what both *sql.DB and *sql.Tx offer for reads.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}

@@ -1,0 +1,417 @@
+package leasedo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func newStore(t *testing.T) (*Store, *ManualClock) {
+	t.Helper()
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "mergegate.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clk := NewManualClock(t0)
+	return NewStore(db, Config{TTL: 30 * time.Second, Dead: 90 * time.Second, Clock: clk}), clk
+}
+
+var key = Key{Tenant: "42", Repo: "octo/hello"}
+
+func join(pr int, sha string) Event {
+	return Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "labeled", PRNumber: pr, Details: &Details{Sha: sha}}
+}
+
+func mustProcess(t *testing.T, s *Store, ev Event) Result {
+	t.Helper()
+	r, err := s.ProcessEvent(context.Background(), ev, "worker")
+	if err != nil {
+		t.Fatalf("process %s/%s #%d: %v", ev.EventType, ev.Action, ev.PRNumber, err)
+	}
+	return r
+}
+
+// The seed's TTL table: 0–30 s active, 30–90 s stale, 90 s+ dead.
+func TestLeaseTTLTable(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		age        time.Duration
+		locked     bool // acquire answers 409
+		reconciled bool // reconcile force-releases it as dead
+	}{
+		{0, true, false},
+		{10 * time.Second, true, false},
+		{29999 * time.Millisecond, true, false},
+		{30 * time.Second, false, false},
+		{45 * time.Second, false, false},
+		{89999 * time.Millisecond, false, false},
+		{90 * time.Second, false, true},
+		{120 * time.Second, false, true},
+	} {
+		t.Run(tc.age.String(), func(t *testing.T) {
+			s, clk := newStore(t)
+			if _, err := s.Acquire(ctx, key, "cron"); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(tc.age)
+
+			st, err := s.Check(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Locked != tc.locked || st.HeldBy != "cron" {
+				t.Fatalf("check() = %+v, want locked=%v held_by=cron", st, tc.locked)
+			}
+			if tc.locked && *st.ExpiresIn != (30*time.Second-tc.age).Milliseconds() {
+				t.Fatalf("expires_in = %d, want %d", *st.ExpiresIn, (30*time.Second - tc.age).Milliseconds())
+			}
+
+			ans, err := s.Reconcile(ctx, key, "reconcile", nil)
+			if tc.locked {
+				var le *LockedError
+				if !errors.As(err, &le) || le.HeldBy != "cron" {
+					t.Fatalf("reconcile on an active lease: err = %v, want locked by cron", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(ans.Results.StaleLeases) == 1; got != tc.reconciled {
+				t.Fatalf("staleLeases = %+v, want dead=%v", ans.Results.StaleLeases, tc.reconciled)
+			}
+			if tc.reconciled && ans.Results.StaleLeases[0].AgeMS != tc.age.Milliseconds() {
+				t.Fatalf("stale lease age = %d", ans.Results.StaleLeases[0].AgeMS)
+			}
+			// Either way a stale lease no longer locks: acquire takes it over.
+			if _, err := s.Acquire(ctx, key, "worker"); err != nil {
+				t.Fatalf("acquire over a %s lease: %v", tc.age, err)
+			}
+		})
+	}
+}
+
+func TestAcquireLockedAndRelease(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newStore(t)
+	l, err := s.Acquire(ctx, key, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Acquire(ctx, key, "cron")
+	var le *LockedError
+	if !errors.As(err, &le) || le.HeldBy != "worker" || le.ExpiresIn != 30*time.Second {
+		t.Fatalf("second acquire: %v", err)
+	}
+	if ok, err := s.Release(ctx, l); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if st, _ := s.Check(ctx, key); st.Locked || st.HeldBy != "" {
+		t.Fatalf("after release: %+v", st)
+	}
+	// A holder whose lease went stale and was taken over releases nothing.
+	l1, _ := s.Acquire(ctx, key, "worker")
+	clk.Advance(31 * time.Second)
+	l2, err := s.Acquire(ctx, key, "cron")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.Release(ctx, l1); ok {
+		t.Fatal("old holder released the new holder's lease")
+	}
+	if _, err := s.Apply(ctx, l1, join(1, "a")); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("write under a lost lease: %v", err)
+	}
+	if st, _ := s.Check(ctx, key); !st.Locked || st.HeldBy != "cron" {
+		t.Fatalf("new holder's lease: %+v", st)
+	}
+	if ok, _ := s.Release(ctx, l2); !ok {
+		t.Fatal("new holder could not release")
+	}
+}
+
+func TestProcessEventVocabulary(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newStore(t)
+	ev := func(typ, action string, pr int, d *Details) Event {
+		return Event{EventType: typ, Tenant: key.Tenant, Repo: key.Repo, Action: action, PRNumber: pr, Details: d}
+	}
+	steps := []struct {
+		ev     Event
+		result string
+		qlen   int
+	}{
+		{ev("pull_request", "opened", 1, &Details{Sha: "s1"}), ResultJoined, 1},
+		{ev("pull_request", "opened", 1, &Details{Sha: "s1"}), ResultAlreadyQueued, 1}, // double-staging
+		{ev("pull_request", "reopened", 2, &Details{Sha: "s2"}), ResultJoined, 2},
+		{ev("pull_request", "ready_for_review", 3, &Details{Sha: "s3"}), ResultJoined, 3},
+		{ev("pull_request", "auto_merge_enabled", 4, &Details{Sha: "s4"}), ResultJoined, 4},
+		{ev("pull_request", "synchronize", 1, &Details{Sha: "s1b"}), ResultReevaluated, 4},
+		{ev("pull_request", "edited", 9, &Details{Sha: "x"}), ResultIgnored, 4}, // not queued
+		{ev("check_suite", "completed", 0, &Details{Sha: "s1b"}), ResultGateRecorded, 4},
+		{ev("check_run", "completed", 0, &Details{Sha: "s1b", GateResult: "success"}), ResultGateRecorded, 4},
+		{ev("status", "", 0, &Details{Sha: "s2", GateResult: "failure", Reason: "ci red"}), ResultGateRecorded, 4},
+		{ev("check_run", "completed", 0, &Details{Sha: "nobody"}), ResultIgnored, 4},
+		{ev("pull_request", "closed", 3, nil), ResultLeft, 3},
+		{ev("pull_request", "unlabeled", 3, nil), ResultLeft, 3}, // absent: silent success
+		{ev("pull_request", "auto_merge_disabled", 4, nil), ResultLeft, 2},
+		{ev("pull_request", "converted_to_draft", 77, nil), ResultLeft, 2},
+		{ev("push", "", 0, nil), ResultIgnored, 2},
+		{ev("pull_request", "assigned", 1, nil), ResultIgnored, 2},
+	}
+	for i, st := range steps {
+		clk.Advance(time.Second)
+		r := mustProcess(t, s, st.ev)
+		if r.Result != st.result || r.QueueLength != st.qlen {
+			t.Fatalf("step %d %s/%s: got %+v, want %s/%d", i, st.ev.EventType, st.ev.Action, r, st.result, st.qlen)
+		}
+	}
+	q, err := s.Queue(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 2 {
+		t.Fatalf("queue = %+v", q)
+	}
+	one, two := q[0], q[1]
+	if one.PRNumber != 1 || one.PRSha != "s1b" || one.Status != StatusGatePassed || one.GateResult != "success" || one.GateResultAt == nil || one.ReevaluatedAt == nil {
+		t.Fatalf("PR 1 = %+v", one)
+	}
+	if two.PRNumber != 2 || two.Status != StatusBounced || two.GateResult != "failure" {
+		t.Fatalf("PR 2 = %+v", two)
+	}
+	// Reevaluate clears the gate fields and puts the entry back to queued.
+	clk.Advance(time.Second)
+	mustProcess(t, s, ev("pull_request", "synchronize", 1, &Details{Sha: "s1c"}))
+	q, _ = s.Queue(ctx, key)
+	if q[0].Status != StatusQueued || q[0].GateResult != "" || q[0].GateResultAt != nil || *q[0].ReevaluatedAt != clk.Now().UnixMilli() {
+		t.Fatalf("after reevaluate: %+v", q[0])
+	}
+	audit, _ := s.Audit(ctx, key)
+	var actions []string
+	for _, a := range audit {
+		actions = append(actions, fmt.Sprintf("%s#%d", a.Action, a.PRNumber))
+	}
+	want := "[join#1 join#2 join#3 join#4 reevaluate#1 gate_success#1 gate_failure#2 bounce#2 leave#3 leave#4 reevaluate#1]"
+	if fmt.Sprint(actions) != want {
+		t.Fatalf("audit = %v\nwant    %s", actions, want)
+	}
+	events, _ := s.Events(ctx, key)
+	if len(events) != len(steps)+1 {
+		t.Fatalf("events = %d, want every event logged (%d)", len(events), len(steps)+1)
+	}
+	// A pending gate event sets evaluating.
+	mustProcess(t, s, ev("status", "", 0, &Details{Sha: "s1c"}))
+	q, _ = s.Queue(ctx, key)
+	if q[0].Status != StatusEvaluating {
+		t.Fatalf("pending gate: %+v", q[0])
+	}
+}
+
+func TestRejoinAfterBounce(t *testing.T) {
+	s, _ := newStore(t)
+	mustProcess(t, s, join(5, "a"))
+	mustProcess(t, s, Event{EventType: "check_run", Tenant: key.Tenant, Repo: key.Repo, Action: "completed", Details: &Details{Sha: "a", GateResult: "failure"}})
+	if r := mustProcess(t, s, join(5, "b")); r.Result != ResultJoined || r.QueueLength != 1 {
+		t.Fatalf("rejoin after bounce: %+v", r)
+	}
+	q, _ := s.Queue(context.Background(), key)
+	if q[0].Status != StatusQueued || q[0].PRSha != "b" {
+		t.Fatalf("queue: %+v", q)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	s, _ := newStore(t)
+	for _, tc := range []struct {
+		ev    Event
+		field string
+	}{
+		{Event{Tenant: "1", Repo: "a/b"}, "eventType"},
+		{Event{EventType: "pull_request", Repo: "a/b"}, "tenant"},
+		{Event{EventType: "pull_request", Tenant: "1"}, "repo"},
+		{Event{EventType: "pull_request", Tenant: "1", Repo: "a/b", Action: "opened", PRNumber: 1}, "details.sha"},
+		{Event{EventType: "pull_request", Tenant: "1", Repo: "a/b", Action: "opened", Details: &Details{Sha: "x"}}, "prNumber"},
+		{Event{EventType: "status", Tenant: "1", Repo: "a/b", Details: &Details{Sha: "x", GateResult: "green"}}, "details.gateResult"},
+	} {
+		_, err := s.ProcessEvent(context.Background(), tc.ev, "worker")
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%+v: err = %v, want field %s", tc.ev, err, tc.field)
+		}
+		if st, _ := s.Check(context.Background(), Key{"1", "a/b"}); st.Locked {
+			t.Fatalf("lease left held after a rejected event")
+		}
+	}
+}
+
+func TestCapsHold(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	other := Key{Tenant: key.Tenant, Repo: "octo/other"}
+	for i := 1; i <= 260; i++ {
+		mustProcess(t, s, join(i, fmt.Sprintf("sha%d", i)))
+		mustProcess(t, s, Event{EventType: "pull_request", Tenant: other.Tenant, Repo: other.Repo, Action: "assigned", PRNumber: i})
+	}
+	events, _ := s.Events(ctx, key)
+	audit, _ := s.Audit(ctx, key)
+	if len(events) != EventCap || len(audit) != AuditCap {
+		t.Fatalf("events=%d audit=%d, want %d and %d", len(events), len(audit), EventCap, AuditCap)
+	}
+	if events[0].PRNumber != 161 || events[99].PRNumber != 260 || audit[0].PRNumber != 61 {
+		t.Fatalf("caps keep the newest: first event #%d last #%d first audit #%d", events[0].PRNumber, events[99].PRNumber, audit[0].PRNumber)
+	}
+	if oe, _ := s.Events(ctx, other); len(oe) != EventCap {
+		t.Fatalf("other repo's events = %d", len(oe))
+	}
+}
+
+func TestReleaseAfterErrorAndPanic(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	boom := errors.New("boom")
+	_ = boom
+	// Error: a join without a sha fails inside the transaction.
+	if _, err := s.ProcessEvent(ctx, Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "opened", PRNumber: 1}, "worker"); err == nil {
+		t.Fatal("want an error")
+	}
+	if st, _ := s.Check(ctx, key); st.Locked {
+		t.Fatal("lease held after an error")
+	}
+	if n, _ := s.Events(ctx, key); len(n) != 0 {
+		t.Fatal("a failed event was half written")
+	}
+	// Panic inside the handler.
+	s.beforeApply = func(Event) { panic("handler bug") }
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("want the panic to propagate")
+			}
+		}()
+		s.ProcessEvent(ctx, join(1, "a"), "worker") //nolint:errcheck
+	}()
+	s.beforeApply = nil
+	if st, _ := s.Check(ctx, key); st.Locked {
+		t.Fatal("lease held after a panic")
+	}
+	if r := mustProcess(t, s, join(1, "a")); r.Result != ResultJoined {
+		t.Fatalf("after panic: %+v", r)
+	}
+}
+
+func TestNoCrossTenantLeakage(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	a := Key{Tenant: "1", Repo: "octo/same"}
+	b := Key{Tenant: "2", Repo: "octo/same"}
+	mustProcess(t, s, Event{EventType: "pull_request", Tenant: a.Tenant, Repo: a.Repo, Action: "opened", PRNumber: 7, Details: &Details{Sha: "x"}})
+	if _, err := s.Acquire(ctx, a, "worker"); err != nil {
+		t.Fatal(err)
+	}
+	// b is a different (tenant, repo): its lease is free, its queue empty.
+	r, err := s.ProcessEvent(ctx, Event{EventType: "check_run", Tenant: b.Tenant, Repo: b.Repo, Action: "completed", Details: &Details{Sha: "x", GateResult: "success"}}, "worker")
+	if err != nil || r.Result != ResultIgnored || r.QueueLength != 0 {
+		t.Fatalf("tenant 2 saw tenant 1's PR: %+v %v", r, err)
+	}
+	qa, _ := s.Queue(ctx, a)
+	if qa[0].Status != StatusQueued {
+		t.Fatalf("tenant 1's entry changed: %+v", qa[0])
+	}
+	if ea, _ := s.Events(ctx, a); len(ea) != 1 {
+		t.Fatalf("tenant 1 events = %d", len(ea))
+	}
+	if st, _ := s.Check(ctx, b); st.Locked {
+		t.Fatal("tenant 2 saw tenant 1's lease")
+	}
+}
+
+func TestReconcileFixes(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newStore(t)
+	mustProcess(t, s, join(1, "a"))
+	mustProcess(t, s, join(2, "b"))
+	mustProcess(t, s, join(3, "c"))
+	mustProcess(t, s, Event{EventType: "status", Tenant: key.Tenant, Repo: key.Repo, Details: &Details{Sha: "b", GateResult: "failure"}})
+	// A duplicate and a corrupted row, as a restored backup or hand edit leaves them.
+	for _, q := range []string{
+		`INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status) VALUES ('42', 'octo/hello', 1, 'a', 9999999999999, 'queued')`,
+		`INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status) VALUES ('42', 'octo/hello', 8, 'h', 1, 'exploded')`,
+	} {
+		if _, err := s.db.w.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And a dead lease.
+	if _, err := s.Acquire(ctx, key, "worker"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(95 * time.Second)
+
+	ans, err := s.Reconcile(ctx, key, "cron", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, f := range ans.Results.Fixed {
+		got[f.Fix] = f.PRNumber
+	}
+	if len(ans.Results.Fixed) != 3 || got["duplicate_removed"] != 1 || got["bounced_removed"] != 2 || got["corrupt_removed"] != 8 {
+		t.Fatalf("fixed = %+v", ans.Results.Fixed)
+	}
+	if len(ans.Results.StaleLeases) != 1 || ans.Results.StaleLeases[0].HeldBy != "worker" {
+		t.Fatalf("staleLeases = %+v", ans.Results.StaleLeases)
+	}
+	if ans.QueueLength != 2 || ans.EventCount != 4 {
+		t.Fatalf("queueLength=%d eventCount=%d", ans.QueueLength, ans.EventCount)
+	}
+	if st, _ := s.Check(ctx, key); st.Locked || st.HeldBy != "" {
+		t.Fatalf("reconcile left a lease: %+v", st)
+	}
+	// A second pass finds nothing.
+	ans, _ = s.Reconcile(ctx, key, "cron", nil)
+	if len(ans.Results.Fixed) != 0 || len(ans.Results.StaleLeases) != 0 {
+		t.Fatalf("second pass: %+v", ans.Results)
+	}
+}
+
+// 32 goroutines acquire the same (tenant, repo): exactly one wins, the rest
+// get locked, and no SQLITE_BUSY reaches a caller.
+func TestConcurrentAcquire(t *testing.T) {
+	s, _ := newStore(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won, locked := 0, 0
+	var other []error
+	start := make(chan struct{})
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := s.Acquire(context.Background(), key, "worker")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case IsLocked(err):
+				locked++
+			default:
+				other = append(other, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if won != 1 || locked != 31 || len(other) != 0 {
+		t.Fatalf("won=%d locked=%d errors=%v", won, locked, other)
+	}
+}

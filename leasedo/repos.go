@@ -1,0 +1,111 @@
+package leasedo
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Tracked is one repository mergegate keeps a queue for.
+type Tracked struct {
+	Key       Key   `json:"key"`
+	TrackedAt int64 `json:"trackedAt"`
+	Suspended bool  `json:"suspended"`
+}
+
+// Tracked lists the tracked repositories, with their installation's
+// suspension, ordered by tenant and repo.
+func (s *Store) Tracked(ctx context.Context) ([]Tracked, error) {
+	rows, err := s.db.r.QueryContext(ctx, `SELECT r.tenant, r.repo, r.tracked_at, coalesce(i.suspended, 0)
+		FROM repos r LEFT JOIN installations i ON i.tenant = r.tenant ORDER BY r.tenant, r.repo`)
+	if err != nil {
+		return nil, fmt.Errorf("list tracked repositories: %w", err)
+	}
+	defer rows.Close()
+	var out []Tracked
+	for rows.Next() {
+		var t Tracked
+		if err := rows.Scan(&t.Key.Tenant, &t.Key.Repo, &t.TrackedAt, &t.Suspended); err != nil {
+			return nil, fmt.Errorf("list tracked repositories: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Track adds repositories to the tracked set (idempotent).
+func (s *Store) Track(ctx context.Context, keys ...Key) error {
+	return s.db.write(ctx, func(tx *sql.Tx) error { return track(ctx, tx, s.now().UnixMilli(), keys) })
+}
+
+func track(ctx context.Context, tx *sql.Tx, now int64, keys []Key) error {
+	for _, k := range keys {
+		if k.Tenant == "" || k.Repo == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO repos (tenant, repo, tracked_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, k.Tenant, k.Repo, now); err != nil {
+			return fmt.Errorf("%s: track: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// forget drops every row of each key: queue, events, audit, lease, pending
+// deliveries (marked done: nothing is left to act on) and the tracking row.
+func forget(ctx context.Context, tx *sql.Tx, now int64, keys []Key) error {
+	for _, k := range keys {
+		for _, q := range []string{
+			`DELETE FROM queue WHERE tenant = ? AND repo = ?`,
+			`DELETE FROM events WHERE tenant = ? AND repo = ?`,
+			`DELETE FROM audit WHERE tenant = ? AND repo = ?`,
+			`DELETE FROM leases WHERE tenant = ? AND repo = ?`,
+			`DELETE FROM repos WHERE tenant = ? AND repo = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, k.Tenant, k.Repo); err != nil {
+				return fmt.Errorf("%s: forget: %w", k, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'done', processed_at = ?, last_error = 'repository forgotten'
+			WHERE tenant = ? AND repo = ? AND state != 'done'`, now, k.Tenant, k.Repo); err != nil {
+			return fmt.Errorf("%s: forget deliveries: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func tenantRepos(ctx context.Context, tx *sql.Tx, tenant string) ([]Key, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT repo FROM repos WHERE tenant = ?
+		UNION SELECT repo FROM queue WHERE tenant = ? UNION SELECT repo FROM events WHERE tenant = ?`, tenant, tenant, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s: list repositories: %w", tenant, err)
+	}
+	defer rows.Close()
+	var keys []Key
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			return nil, fmt.Errorf("tenant %s: list repositories: %w", tenant, err)
+		}
+		keys = append(keys, Key{Tenant: tenant, Repo: r})
+	}
+	return keys, rows.Err()
+}
+
+func setSuspended(ctx context.Context, tx *sql.Tx, now int64, tenant string, suspended bool) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO installations (tenant, suspended, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (tenant) DO UPDATE SET suspended = excluded.suspended, updated_at = excluded.updated_at`, tenant, suspended, now)
+	if err != nil {
+		return fmt.Errorf("tenant %s: suspend=%v: %w", tenant, suspended, err)
+	}
+	return nil
+}
+
+// Suspended reports whether tenant's installation is suspended.
+func (s *Store) Suspended(ctx context.Context, tenant string) (bool, error) {
+	var n int
+	err := s.db.r.QueryRowContext(ctx, `SELECT count(*) FROM installations WHERE tenant = ? AND suspended = 1`, tenant).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("tenant %s: read suspension: %w", tenant, err)
+	}
+	return n > 0, nil
+}

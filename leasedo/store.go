@@ -1,0 +1,345 @@
+package leasedo
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config holds the seed's timing rules.
+type Config struct {
+	TTL   time.Duration // active → stale (seed: 30 s)
+	Dead  time.Duration // stale → dead, force-released by reconcile (seed: 90 s)
+	Clock Clock
+}
+
+// Store is the per-(tenant, repo) actor: lease, queue, events, audit and the
+// inbox. Every exported method is one short transaction; none is ever held
+// across a call to GitHub.
+type Store struct {
+	db    *DB
+	clock Clock
+	ttl   time.Duration
+	dead  time.Duration
+
+	// beforeApply, when set (tests), runs inside Apply before routing.
+	beforeApply func(Event)
+}
+
+// NewStore returns a Store over db. Zero durations take the seed's values.
+func NewStore(db *DB, cfg Config) *Store {
+	s := &Store{db: db, clock: cfg.Clock, ttl: cfg.TTL, dead: cfg.Dead}
+	if s.clock == nil {
+		s.clock = SystemClock{}
+	}
+	if s.ttl <= 0 {
+		s.ttl = 30 * time.Second
+	}
+	if s.dead <= 0 {
+		s.dead = 90 * time.Second
+	}
+	return s
+}
+
+// DB returns the underlying database.
+func (s *Store) DB() *DB { return s.db }
+
+// TTL and Dead report the configured thresholds.
+func (s *Store) TTL() time.Duration  { return s.ttl }
+func (s *Store) Dead() time.Duration { return s.dead }
+
+func (s *Store) now() time.Time { return s.clock.Now() }
+
+// Result is the answer of POST /event.
+type Result struct {
+	Result      string `json:"result"`
+	QueueLength int    `json:"queueLength"`
+}
+
+// ProcessEvent is the seed's process_event: acquire, apply, release. The
+// release runs in a deferred call, so it happens on error and on panic too.
+// A held lease answers *LockedError and nothing is written.
+func (s *Store) ProcessEvent(ctx context.Context, ev Event, by string) (res Result, err error) {
+	if err := ev.Validate(); err != nil {
+		return Result{}, err
+	}
+	l, err := s.Acquire(ctx, ev.Key(), by)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		// context.WithoutCancel: release even when the caller's ctx ended.
+		if _, rerr := s.Release(context.WithoutCancel(ctx), l); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	return s.Apply(ctx, l, ev)
+}
+
+// Apply routes one event under a held lease in one transaction: the event is
+// written to events (last 100), the queue action performed and audited.
+func (s *Store) Apply(ctx context.Context, l *Lease, ev Event) (Result, error) {
+	if err := ev.Validate(); err != nil {
+		return Result{}, err
+	}
+	if ev.Key() != l.Key {
+		return Result{}, fmt.Errorf("event for %s under the lease of %s", ev.Key(), l.Key)
+	}
+	var res Result
+	err := s.db.write(ctx, func(tx *sql.Tx) error {
+		if err := s.fence(ctx, tx, l); err != nil {
+			return err
+		}
+		var err error
+		res, err = s.apply(ctx, tx, ev)
+		return err
+	})
+	return res, err
+}
+
+// apply is the seed's _processEvent inside a transaction.
+func (s *Store) apply(ctx context.Context, tx *sql.Tx, ev Event) (Result, error) {
+	if s.beforeApply != nil {
+		s.beforeApply(ev)
+	}
+	k := ev.Key()
+	now := s.now().UnixMilli()
+	if err := insertEvent(ctx, tx, k, now, ev); err != nil {
+		return Result{}, err
+	}
+	d := ev.Details
+	if d == nil {
+		d = &Details{}
+	}
+	var result string
+	var err error
+	switch ev.EventType {
+	case "pull_request":
+		switch ev.Action {
+		case "opened", "reopened", "ready_for_review", "labeled", "auto_merge_enabled":
+			result, err = s.join(ctx, tx, k, ev.PRNumber, d, now)
+		case "closed", "unlabeled", "auto_merge_disabled", "converted_to_draft":
+			result, err = s.leave(ctx, tx, k, ev.PRNumber, now, "")
+		case "synchronize", "edited":
+			result, err = s.reevaluate(ctx, tx, k, ev.PRNumber, d.Sha, now)
+		default:
+			result = ResultIgnored
+		}
+	case "check_suite", "check_run", "status", "pull_request_review":
+		result, err = s.gateEvent(ctx, tx, k, ev.PRNumber, d, now)
+	default:
+		result = ResultIgnored
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	n, err := queueLength(ctx, tx, k)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Result: result, QueueLength: n}, nil
+}
+
+// join is the seed's _queueJoin. A PR already queued answers already_queued
+// (double-staging prevention). One exception: a bounced entry is replaced by
+// a fresh one, so that re-adding the trigger label after a fix rejoins the PR
+// instead of waiting for reconcile to sweep the bounced entry.
+func (s *Store) join(ctx context.Context, tx *sql.Tx, k Key, pr int, d *Details, now int64) (string, error) {
+	if pr <= 0 {
+		return "", &FieldError{Field: "prNumber", Msg: "is required to join"}
+	}
+	if d.Sha == "" {
+		return "", &FieldError{Field: "details.sha", Msg: "is required to join"}
+	}
+	var live, bounced int
+	err := tx.QueryRowContext(ctx, `SELECT
+			coalesce(sum(status != 'bounced'), 0), coalesce(sum(status = 'bounced'), 0)
+		FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, k.Tenant, k.Repo, pr).Scan(&live, &bounced)
+	if err != nil {
+		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
+	}
+	if live > 0 {
+		return ResultAlreadyQueued, nil
+	}
+	if bounced > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, k.Tenant, k.Repo, pr); err != nil {
+			return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
+		}
+	}
+	queuedAt := now
+	if d.QueuedAt > 0 {
+		queuedAt = d.QueuedAt
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base); err != nil {
+		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
+	}
+	if err := insertAudit(ctx, tx, k, now, AuditJoin, pr, d.Sha, ""); err != nil {
+		return "", err
+	}
+	return ResultJoined, nil
+}
+
+// leave is the seed's _queueLeave: a PR not in the queue leaves silently.
+func (s *Store) leave(ctx context.Context, tx *sql.Tx, k Key, pr int, now int64, reason string) (string, error) {
+	var sha string
+	err := tx.QueryRowContext(ctx, `SELECT pr_sha FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? ORDER BY queued_at, id LIMIT 1`,
+		k.Tenant, k.Repo, pr).Scan(&sha)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ResultLeft, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: leave #%d: %w", k, pr, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, k.Tenant, k.Repo, pr); err != nil {
+		return "", fmt.Errorf("%s: leave #%d: %w", k, pr, err)
+	}
+	if err := insertAudit(ctx, tx, k, now, AuditLeave, pr, sha, reason); err != nil {
+		return "", err
+	}
+	return ResultLeft, nil
+}
+
+// reevaluate takes a queued PR's new head: new prSha, reevaluatedAt, status
+// back to queued, gate fields cleared. A PR not queued is ignored.
+func (s *Store) reevaluate(ctx context.Context, tx *sql.Tx, k Key, pr int, sha string, now int64) (string, error) {
+	if pr <= 0 {
+		return "", &FieldError{Field: "prNumber", Msg: "is required to reevaluate"}
+	}
+	if sha == "" {
+		return "", &FieldError{Field: "details.sha", Msg: "is required to reevaluate"}
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE queue SET pr_sha = ?, reevaluated_at = ?, status = ?,
+			gate_result = NULL, gate_result_at = NULL, gate_reason = '', check_run_id = 0, check_title = ''
+		WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
+		sha, now, StatusQueued, k.Tenant, k.Repo, pr, StatusBounced)
+	if err != nil {
+		return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ResultIgnored, nil
+	}
+	if err := insertAudit(ctx, tx, k, now, AuditReevaluate, pr, sha, ""); err != nil {
+		return "", err
+	}
+	return ResultReevaluated, nil
+}
+
+// gateEvent applies a check/status/review event to the queued PR whose prSha
+// is details.sha (prNumber, when not 0, must match too). With a gateResult it
+// records it; without one the entry is evaluating (checks still pending).
+func (s *Store) gateEvent(ctx context.Context, tx *sql.Tx, k Key, pr int, d *Details, now int64) (string, error) {
+	if d.Sha == "" {
+		return ResultIgnored, nil
+	}
+	e, err := entryBySha(ctx, tx, k, d.Sha, pr)
+	if err != nil || e == nil {
+		if err == nil {
+			return ResultIgnored, nil
+		}
+		return "", err
+	}
+	if err := s.recordGate(ctx, tx, k, e.PRNumber, d.Sha, d.GateResult, d.Reason, now); err != nil {
+		return "", err
+	}
+	return ResultGateRecorded, nil
+}
+
+// recordGate sets a gate outcome: success → gate_passed (audit gate_success);
+// failure → bounced (audit gate_failure, then bounce); "" → evaluating.
+func (s *Store) recordGate(ctx context.Context, tx *sql.Tx, k Key, pr int, sha, result, reason string, now int64) error {
+	var err error
+	switch result {
+	case GateSuccess:
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_result = ?, gate_result_at = ?, gate_reason = ?
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
+			StatusGatePassed, GateSuccess, now, reason, k.Tenant, k.Repo, pr, sha, StatusBounced)
+		if err == nil {
+			err = insertAudit(ctx, tx, k, now, AuditGateSuccess, pr, sha, "")
+		}
+	case GateFailure:
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_result = ?, gate_result_at = ?, gate_reason = ?
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
+			StatusBounced, GateFailure, now, reason, k.Tenant, k.Repo, pr, sha, StatusBounced)
+		if err == nil {
+			err = insertAudit(ctx, tx, k, now, AuditGateFailure, pr, sha, reason)
+		}
+		if err == nil {
+			err = insertAudit(ctx, tx, k, now, AuditBounce, pr, sha, reason)
+		}
+	default:
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_result = NULL, gate_result_at = NULL, gate_reason = ?
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
+			StatusEvaluating, reason, k.Tenant, k.Repo, pr, sha, StatusBounced)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: gate result for #%d: %w", k, pr, err)
+	}
+	return nil
+}
+
+func entryBySha(ctx context.Context, q querier, k Key, sha string, pr int) (*Entry, error) {
+	query := `SELECT pr_number, pr_sha, queued_at, status FROM queue
+		WHERE tenant = ? AND repo = ? AND pr_sha = ? AND status != 'bounced'`
+	args := []any{k.Tenant, k.Repo, sha}
+	if pr > 0 {
+		query += ` AND pr_number = ?`
+		args = append(args, pr)
+	}
+	query += ` ORDER BY queued_at, id LIMIT 1`
+	var e Entry
+	err := q.QueryRowContext(ctx, query, args...).Scan(&e.PRNumber, &e.PRSha, &e.QueuedAt, &e.Status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: find entry for sha %s: %w", k, sha, err)
+	}
+	return &e, nil
+}
+
+func insertEvent(ctx context.Context, tx *sql.Tx, k Key, now int64, ev Event) error {
+	var details any
+	if ev.Details != nil {
+		b, err := json.Marshal(ev.Details)
+		if err != nil {
+			return fmt.Errorf("%s: encode details: %w", k, err)
+		}
+		details = string(b)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, repo, ts, event_type, action, pr_number, details) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.Tenant, k.Repo, now, ev.EventType, ev.Action, ev.PRNumber, details); err != nil {
+		return fmt.Errorf("%s: write event: %w", k, err)
+	}
+	// Keep the last EventCap rows of this (tenant, repo).
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE tenant = ? AND repo = ? AND id <=
+			(SELECT id FROM events WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+		k.Tenant, k.Repo, k.Tenant, k.Repo, EventCap); err != nil {
+		return fmt.Errorf("%s: cap events: %w", k, err)
+	}
+	return nil
+}
+
+func insertAudit(ctx context.Context, tx *sql.Tx, k Key, now int64, action string, pr int, sha, reason string) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit (tenant, repo, ts, action, pr_number, pr_sha, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.Tenant, k.Repo, now, action, pr, sha, reason); err != nil {
+		return fmt.Errorf("%s: write audit: %w", k, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE tenant = ? AND repo = ? AND id <=
+			(SELECT id FROM audit WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+		k.Tenant, k.Repo, k.Tenant, k.Repo, AuditCap); err != nil {
+		return fmt.Errorf("%s: cap audit: %w", k, err)
+	}
+	return nil
+}
+
+func queueLength(ctx context.Context, q querier, k Key) (int, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM queue WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo).Scan(&n); err != nil {
+		return 0, fmt.Errorf("%s: queue length: %w", k, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,176 @@
+// Package leasedo is the seed's LeaseDO over SQLite: per-(tenant, repo) lease,
+// merge queue, event log (last 100) and audit log (last 200), plus the durable
+// inbox of webhook deliveries. Every method is one short SQLite transaction.
+package leasedo
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Key names one (tenant, repo): one lease, queue, event log and audit log.
+// Tenant is the GitHub App installation id as a decimal string; Repo is
+// owner/name as in repository.full_name.
+type Key struct {
+	Tenant string `json:"tenant"`
+	Repo   string `json:"repo"`
+}
+
+func (k Key) String() string { return k.Tenant + ":" + k.Repo }
+
+// Clock is the injected time source.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Queue entry statuses (the seed's).
+const (
+	StatusQueued     = "queued"
+	StatusEvaluating = "evaluating"
+	StatusGatePassed = "gate_passed"
+	StatusBounced    = "bounced"
+)
+
+// Gate results.
+const (
+	GateSuccess = "success"
+	GateFailure = "failure"
+)
+
+// Audit actions (the seed's).
+const (
+	AuditJoin        = "join"
+	AuditLeave       = "leave"
+	AuditReevaluate  = "reevaluate"
+	AuditGateSuccess = "gate_success"
+	AuditGateFailure = "gate_failure"
+	AuditMerge       = "merge"
+	AuditBounce      = "bounce"
+)
+
+// Results of ProcessEvent / Apply (SPEC §3).
+const (
+	ResultJoined        = "joined"
+	ResultAlreadyQueued = "already_queued"
+	ResultLeft          = "left"
+	ResultReevaluated   = "reevaluated"
+	ResultGateRecorded  = "gate_recorded"
+	ResultIgnored       = "ignored"
+)
+
+// Event is the seed's POST /event body.
+type Event struct {
+	EventType string   `json:"eventType"`
+	Tenant    string   `json:"tenant"`
+	Repo      string   `json:"repo"`
+	Action    string   `json:"action"`
+	PRNumber  int      `json:"prNumber"`
+	Details   *Details `json:"details"`
+}
+
+// Key returns the event's (tenant, repo).
+func (e Event) Key() Key { return Key{Tenant: e.Tenant, Repo: e.Repo} }
+
+// Details carries the fields the queue actions read. Sha is the head sha for
+// join/reevaluate and the tested sha for gate results; GateResult is
+// "success", "failure" or empty (still pending). Reason is free text kept in
+// the event log (why a gate failed, why an event was ignored).
+type Details struct {
+	Sha        string `json:"sha,omitempty"`
+	GateResult string `json:"gateResult,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	// QueuedAt, when set (epoch ms), is used instead of the clock for a join:
+	// the cron rebuilds a lost queue in GitHub's order (label or auto-merge time).
+	QueuedAt int64 `json:"queuedAt,omitempty"`
+	// Base is the PR's base branch, when the sender knows it (webhooks do).
+	Base string `json:"base,omitempty"`
+}
+
+// Validate checks the fields SPEC §3 requires and names the first one missing.
+func (e Event) Validate() error {
+	switch {
+	case e.EventType == "":
+		return &FieldError{Field: "eventType", Msg: "is required"}
+	case e.Tenant == "":
+		return &FieldError{Field: "tenant", Msg: "is required"}
+	case e.Repo == "":
+		return &FieldError{Field: "repo", Msg: "is required"}
+	case e.PRNumber < 0:
+		return &FieldError{Field: "prNumber", Msg: "must not be negative"}
+	}
+	if e.Details != nil && e.Details.GateResult != "" && e.Details.GateResult != GateSuccess && e.Details.GateResult != GateFailure {
+		return &FieldError{Field: "details.gateResult", Msg: `must be "success", "failure" or absent`}
+	}
+	return nil
+}
+
+// FieldError is a bad request body: it names the field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s %s", e.Field, e.Msg) }
+
+// Entry is one queue entry in the seed's shape.
+type Entry struct {
+	PRNumber      int    `json:"prNumber"`
+	PRSha         string `json:"prSha"`
+	QueuedAt      int64  `json:"queuedAt"`
+	Status        string `json:"status"`
+	ReevaluatedAt *int64 `json:"reevaluatedAt,omitempty"`
+	GateResult    string `json:"gateResult,omitempty"`
+	GateResultAt  *int64 `json:"gateResultAt,omitempty"`
+}
+
+// LoggedEvent is one row of the event log (last 100) in the seed's shape.
+type LoggedEvent struct {
+	TS        int64           `json:"ts"`
+	EventType string          `json:"eventType"`
+	Action    string          `json:"action"`
+	PRNumber  int             `json:"prNumber"`
+	Details   json.RawMessage `json:"details"`
+}
+
+// AuditEntry is one row of the audit log (last 200) in the seed's shape.
+// Reason is our addition: why a bounce or leave happened.
+type AuditEntry struct {
+	TS       int64  `json:"ts"`
+	Action   string `json:"action"`
+	PRNumber int    `json:"prNumber"`
+	PRSha    string `json:"prSha"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Caps from the seed.
+const (
+	EventCap = 100
+	AuditCap = 200
+)
+
+// Delivery is one webhook delivery in the durable inbox.
+type Delivery struct {
+	Seq        int64     `json:"seq"`
+	ID         string    `json:"delivery"` // X-GitHub-Delivery
+	Event      string    `json:"event"`    // X-GitHub-Event
+	Action     string    `json:"action"`
+	Tenant     string    `json:"tenant"`
+	Repo       string    `json:"repo"` // "" for installation-level events
+	Body       []byte    `json:"-"`
+	ReceivedAt time.Time `json:"receivedAt"`
+	State      string    `json:"state"`
+	Attempts   int       `json:"attempts"`
+	LastError  string    `json:"lastError,omitempty"`
+	NextTryAt  time.Time `json:"nextTryAt"`
+}
+
+// Delivery states.
+const (
+	DeliveryPending = "pending"
+	DeliveryDone    = "done"
+	DeliveryFailed  = "failed"
+)
