@@ -1,0 +1,74 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// BenchmarkVerify24KB verifies a typical 24 KB delivery, with one secret and
+// with two (during a rotation).
+func BenchmarkVerify24KB(b *testing.B) {
+	body := randomBody(24 << 10)
+	sig := Sign(testSecret, body)
+	for _, list := range []string{testSecret, "old-secret," + testSecret} {
+		s, err := ParseSecrets(list)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(map[int]string{1: "1secret", 2: "2secrets"}[s.Len()], func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := Verify(s, body, sig); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// compactFixture is an example as GitHub would send it (compact JSON).
+func compactFixture(b *testing.B, rel string) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, readFixture(b, rel)); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkTranslate translates a pull_request opened delivery (~24 KB
+// compact, like the real ones).
+func BenchmarkTranslate(b *testing.B) {
+	body := compactFixture(b, "pull_request/opened.payload.json")
+	d := leasedo.Delivery{ID: "bench", Event: "pull_request", Action: "opened", Tenant: "1", Repo: helloWorld, Body: body}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tr, err := Translate(d, bugTrigger)
+		if err != nil || len(tr.Events) != 1 {
+			b.Fatal(tr, err)
+		}
+	}
+}
+
+// BenchmarkHandler runs one delivery through the whole handler: read,
+// verify, parse, store in the fake inbox (the same id: a duplicate after the
+// first, so the map does not grow).
+func BenchmarkHandler(b *testing.B) {
+	body := compactFixture(b, "pull_request/opened.payload.json")
+	th := newTestHandler(b, func(c *HandlerConfig) { c.OnStored, c.Logger = nil, zerolog.Nop() })
+	d := delivery{event: "pull_request", id: "bench", body: body}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if w := th.serve(d); w.Code != http.StatusAccepted {
+			b.Fatal(w.Code)
+		}
+	}
+}

@@ -1,0 +1,14 @@
+// Package webhook turns a signed GitHub delivery into a stored
+// leasedo.Delivery and a stored delivery into the seed's /event calls, per
+// SPEC §3 and §4.
+//
+//   - signature.go: Secrets (rotation), Verify and Sign. Only
+//     X-Hub-Signature-256 (HMAC-SHA256) is accepted; the legacy SHA-1
+//     X-Hub-Signature is never consulted, and an empty secret is a
+//     configuration error, never an open door.
+//   - handler.go: the POST /webhook handler. It answers 202 only after the
+//     Inbox has committed the delivery; processing happens later.
+//   - parse.go: Parse, a cheap read of the few fields mergegate needs.
+//   - translate.go: Translate, from a stored delivery to queue events,
+//     installation changes and base-branch pushes.
+package webhook

@@ -1,0 +1,251 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// MaxBody is GitHub's payload cap (25 MiB) and the handler's default limit.
+const MaxBody int64 = 25 << 20
+
+// Delivery headers GitHub sends.
+const (
+	EventHeader    = "X-GitHub-Event"
+	DeliveryHeader = "X-GitHub-Delivery"
+	// legacySignatureHeader is GitHub's SHA-1 signature, never accepted.
+	legacySignatureHeader = "X-Hub-Signature"
+)
+
+// Inbox stores deliveries durably. Enqueue returns only after the delivery is
+// committed; duplicate is true when a delivery with the same id is already
+// stored (a redelivery), in which case nothing is written.
+type Inbox interface {
+	Enqueue(ctx context.Context, d leasedo.Delivery) (duplicate bool, err error)
+}
+
+// HandlerConfig configures NewHandler.
+type HandlerConfig struct {
+	Secrets Secrets        // any one verifies; the zero value refuses everything (401)
+	Inbox   Inbox          // required
+	Clock   leasedo.Clock  // ReceivedAt; nil = wall clock
+	Logger  zerolog.Logger // one line per delivery
+	// OnStored, when set, is called after a new delivery is committed (not
+	// for a duplicate), before the 202 is written: wake workers, record it.
+	// It must not block for long: GitHub waits at most 10 s for an answer.
+	OnStored func(d leasedo.Delivery)
+	// MaxBody caps the request body; 0 = MaxBody (25 MiB).
+	MaxBody int64
+}
+
+// NewHandler returns the POST /webhook handler (SPEC §3). Checks run in this
+// order: method (405), content type (415), size (413), signature (401),
+// headers and JSON (400), then the delivery is stored (202; 503 when the
+// inbox fails). A ping is verified and answered 200 without being stored.
+func NewHandler(cfg HandlerConfig) http.Handler {
+	if cfg.Inbox == nil {
+		panic("webhook.NewHandler: HandlerConfig.Inbox is nil")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = leasedo.SystemClock{}
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = MaxBody
+	}
+	return &handler{cfg: cfg}
+}
+
+type handler struct {
+	cfg HandlerConfig
+}
+
+// outcome is what one delivery produced: its status, answer and log fields.
+type outcome struct {
+	status    int
+	err       string // short message for {"error": ...}; "" on success
+	duplicate bool
+	cause     error // internal error, logged only (inbox failures)
+	d         leasedo.Delivery
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o := h.handle(w, r)
+	h.log(o)
+	w.Header().Set("Content-Type", "application/json")
+	if o.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+	}
+	w.WriteHeader(o.status)
+	var answer any
+	switch {
+	case o.err != "":
+		answer = map[string]string{"error": o.err}
+	case o.status == http.StatusOK:
+		answer = map[string]string{"result": "pong"}
+	case o.duplicate:
+		answer = map[string]string{"result": "duplicate", "delivery": o.d.ID}
+	default:
+		answer = map[string]string{"result": "stored", "delivery": o.d.ID}
+	}
+	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// handle runs the checks in SPEC order and stores the delivery.
+func (h *handler) handle(w http.ResponseWriter, r *http.Request) outcome {
+	o := outcome{d: leasedo.Delivery{
+		ID:    r.Header.Get(DeliveryHeader),
+		Event: r.Header.Get(EventHeader),
+	}}
+	fail := func(status int, msg string) outcome {
+		o.status, o.err = status, msg
+		return o
+	}
+
+	if r.Method != http.MethodPost {
+		return fail(http.StatusMethodNotAllowed, "only POST is accepted")
+	}
+	form, ok := contentKind(r.Header.Get("Content-Type"))
+	if !ok {
+		return fail(http.StatusUnsupportedMediaType, "content type must be application/json or application/x-www-form-urlencoded")
+	}
+	raw, status, msg := h.readBody(w, r)
+	if status != 0 {
+		return fail(status, msg)
+	}
+	if err := Verify(h.cfg.Secrets, raw, r.Header.Get(SignatureHeader)); err != nil {
+		return fail(http.StatusUnauthorized, signatureMessage(err, r))
+	}
+	if o.d.Event == "" {
+		return fail(http.StatusBadRequest, "missing "+EventHeader+" header")
+	}
+	if o.d.ID == "" {
+		return fail(http.StatusBadRequest, "missing "+DeliveryHeader+" header")
+	}
+	payload := raw
+	if form {
+		values, err := url.ParseQuery(string(raw))
+		if err != nil || !values.Has("payload") {
+			return fail(http.StatusBadRequest, "form-encoded delivery has no payload field")
+		}
+		payload = []byte(values.Get("payload"))
+	}
+	meta, err := Parse(o.d.Event, payload)
+	if err != nil {
+		return fail(http.StatusBadRequest, err.Error())
+	}
+	o.d.Action, o.d.Tenant, o.d.Repo = meta.Action, meta.Tenant, meta.Repo
+	if o.d.Event == "ping" {
+		o.status = http.StatusOK
+		return o
+	}
+	if meta.Tenant == "" {
+		return fail(http.StatusBadRequest, "mergegate is a GitHub App: this delivery came from a repository webhook (no installation); install the App instead")
+	}
+	o.d.Body = payload
+	o.d.ReceivedAt = h.cfg.Clock.Now()
+	o.d.State = leasedo.DeliveryPending
+	// A verified delivery is stored even if GitHub hangs up meanwhile: a
+	// redelivery of it is then recognised as a duplicate.
+	dup, err := h.cfg.Inbox.Enqueue(context.WithoutCancel(r.Context()), o.d)
+	if err != nil {
+		o.cause = err
+		return fail(http.StatusServiceUnavailable, "delivery not stored; redeliver it later")
+	}
+	o.status, o.duplicate = http.StatusAccepted, dup
+	if !dup && h.cfg.OnStored != nil {
+		h.cfg.OnStored(o.d)
+	}
+	return o
+}
+
+// contentKind accepts application/json and application/x-www-form-urlencoded
+// (parameters such as charset are ignored); form reports the latter.
+func contentKind(header string) (form, ok bool) {
+	mt, _, err := mime.ParseMediaType(header)
+	if err != nil {
+		return false, false
+	}
+	switch mt {
+	case "application/json":
+		return false, true
+	case "application/x-www-form-urlencoded":
+		return true, true
+	}
+	return false, false
+}
+
+// readBody reads at most MaxBody bytes (http.MaxBytesReader reads one more to
+// tell). A non-zero status is the answer when it could not.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
+	tooLarge := "body is larger than GitHub's 25 MiB payload cap"
+	if h.cfg.MaxBody != MaxBody {
+		tooLarge = "body is larger than the configured limit"
+	}
+	if r.ContentLength > h.cfg.MaxBody {
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	}
+	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, http.StatusRequestEntityTooLarge, tooLarge
+		}
+		return nil, http.StatusBadRequest, "could not read the body"
+	}
+	return buf.Bytes(), 0, ""
+}
+
+// signatureMessage explains a 401 without echoing the signature.
+func signatureMessage(err error, r *http.Request) string {
+	switch {
+	case errors.Is(err, ErrMissingSignature) && r.Header.Get(legacySignatureHeader) != "":
+		return "only " + SignatureHeader + " (SHA-256) is accepted; X-Hub-Signature (SHA-1) is not"
+	case errors.Is(err, ErrNoSecrets):
+		return "no webhook secret is configured"
+	case errors.Is(err, ErrMissingSignature):
+		return "missing " + SignatureHeader + " header"
+	case errors.Is(err, ErrMalformedSignature):
+		return SignatureHeader + " is malformed"
+	}
+	return "signature does not match"
+}
+
+// log writes the one line per delivery. Never the secret, signature or body.
+func (h *handler) log(o outcome) {
+	var ev *zerolog.Event
+	switch {
+	case o.status >= 500:
+		ev = h.cfg.Logger.Error()
+	case o.status >= 400:
+		ev = h.cfg.Logger.Warn()
+	default:
+		ev = h.cfg.Logger.Info()
+	}
+	ev = ev.Str("delivery", o.d.ID).
+		Str("event", o.d.Event).
+		Str("action", o.d.Action).
+		Str("tenant", o.d.Tenant).
+		Str("repo", o.d.Repo).
+		Int("status", o.status)
+	if o.duplicate {
+		ev = ev.Bool("duplicate", true)
+	}
+	if o.err != "" {
+		ev = ev.Str("error", o.err)
+	}
+	if o.cause != nil {
+		ev = ev.AnErr("cause", o.cause)
+	}
+	ev.Msg("webhook delivery")
+}

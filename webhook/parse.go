@@ -1,0 +1,201 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// ErrMalformed is wrapped by every error about a payload's content (not JSON,
+// not an object, a field of the wrong type, a required object missing). Such
+// a delivery is bad input: retrying it cannot succeed.
+var ErrMalformed = errors.New("malformed payload")
+
+// Meta is what the handler and the logs need from a payload, read without
+// decoding GitHub's full types.
+type Meta struct {
+	Action   string // payload.action ("" for status, push, ping)
+	Tenant   string // installation.id as a decimal string; "" when absent
+	Repo     string // repository.full_name; "" for installation-level events
+	PRNumber int    // pull_request.number, or the first of check_*.pull_requests; 0 when unknown
+	Sha      string // the head sha the event is about; "" when none
+}
+
+// Parse reads the fields of Meta from a payload of the given event type.
+// Only the fields mergegate reads are decoded, so an unknown event type
+// with unusual fields still parses. It fails (wrapping ErrMalformed) when
+// body is not a JSON object or a field it reads has the wrong type.
+func Parse(event string, body []byte) (Meta, error) {
+	var m Meta
+	switch event {
+	case "pull_request", "pull_request_review":
+		var p prPayload
+		if err := decode(body, &p); err != nil {
+			return m, err
+		}
+		m = p.meta()
+		if p.PullRequest != nil {
+			m.PRNumber, m.Sha = p.PullRequest.Number, p.PullRequest.Head.Sha
+		}
+	case "check_suite":
+		var p checkSuitePayload
+		if err := decode(body, &p); err != nil {
+			return m, err
+		}
+		m = p.meta()
+		if p.CheckSuite != nil {
+			m.PRNumber, m.Sha = p.CheckSuite.firstPR(), p.CheckSuite.HeadSha
+		}
+	case "check_run":
+		var p checkRunPayload
+		if err := decode(body, &p); err != nil {
+			return m, err
+		}
+		m = p.meta()
+		if p.CheckRun != nil {
+			m.PRNumber, m.Sha = p.CheckRun.firstPR(), p.CheckRun.HeadSha
+		}
+	case "status":
+		var p statusPayload
+		if err := decode(body, &p); err != nil {
+			return m, err
+		}
+		m = p.meta()
+		m.Sha = p.Sha
+	case "push":
+		var p pushPayload
+		if err := decode(body, &p); err != nil {
+			return m, err
+		}
+		m = p.meta()
+		m.Sha = p.After
+	default:
+		var p envelope
+		if err := decode(body, &p); err != nil {
+			return m, err
+		}
+		m = p.meta()
+	}
+	return m, nil
+}
+
+// decode unmarshals a payload that must be a JSON object.
+func decode(body []byte, v any) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return fmt.Errorf("%w: not a JSON object", ErrMalformed)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return nil
+}
+
+// envelope holds the fields every App delivery shares.
+type envelope struct {
+	Action       string `json:"action"`
+	Installation *struct {
+		ID int64 `json:"id"`
+	} `json:"installation"`
+	Repository *repoRef `json:"repository"`
+}
+
+// repoRef is a repository as payloads list it.
+type repoRef struct {
+	FullName string `json:"full_name"`
+}
+
+func (e envelope) meta() Meta {
+	m := Meta{Action: e.Action}
+	if e.Installation != nil && e.Installation.ID != 0 {
+		m.Tenant = strconv.FormatInt(e.Installation.ID, 10)
+	}
+	if e.Repository != nil {
+		m.Repo = e.Repository.FullName
+	}
+	return m
+}
+
+// prPayload is a pull_request or pull_request_review delivery.
+type prPayload struct {
+	envelope
+	PullRequest *pullRequest `json:"pull_request"`
+	Label       *struct {
+		Name string `json:"name"`
+	} `json:"label"`
+	Changes *struct {
+		// Base is present only when the base branch changed.
+		Base *json.RawMessage `json:"base"`
+	} `json:"changes"`
+}
+
+// pullRequest holds the fields eligibility reads.
+type pullRequest struct {
+	Number int    `json:"number"`
+	State  string `json:"state"`
+	Draft  bool   `json:"draft"`
+	Labels []struct {
+		Name string `json:"name"`
+	} `json:"labels"`
+	// AutoMerge is GitHub's auto-merge request; null when not enabled.
+	AutoMerge *struct {
+		MergeMethod string `json:"merge_method"`
+	} `json:"auto_merge"`
+	Head struct {
+		Sha string `json:"sha"`
+	} `json:"head"`
+	Base struct {
+		Ref string `json:"ref"`
+	} `json:"base"`
+}
+
+// check is a check_suite or check_run object.
+type check struct {
+	HeadSha      string `json:"head_sha"`
+	PullRequests []struct {
+		Number int `json:"number"`
+	} `json:"pull_requests"`
+}
+
+// firstPR is the first associated pull request's number, 0 when none (as for
+// pull requests from forks).
+func (c *check) firstPR() int {
+	if len(c.PullRequests) == 0 {
+		return 0
+	}
+	return c.PullRequests[0].Number
+}
+
+type checkSuitePayload struct {
+	envelope
+	CheckSuite *check `json:"check_suite"`
+}
+
+type checkRunPayload struct {
+	envelope
+	CheckRun *check `json:"check_run"`
+}
+
+type statusPayload struct {
+	envelope
+	Sha   string `json:"sha"`
+	State string `json:"state"`
+}
+
+type pushPayload struct {
+	envelope
+	Ref     string `json:"ref"`
+	After   string `json:"after"`
+	Deleted bool   `json:"deleted"`
+}
+
+// installationPayload is an installation or installation_repositories
+// delivery.
+type installationPayload struct {
+	envelope
+	Repositories        []repoRef `json:"repositories"`
+	RepositoriesAdded   []repoRef `json:"repositories_added"`
+	RepositoriesRemoved []repoRef `json:"repositories_removed"`
+}

@@ -1,0 +1,324 @@
+package webhook
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// DefaultTriggerLabel is the label that puts a PR in the queue by default.
+const DefaultTriggerLabel = "automerge"
+
+// Options says which triggers make a pull request eligible (SPEC §4).
+// The zero value has both triggers off; start from DefaultOptions.
+type Options struct {
+	// TriggerLabel puts a PR in the queue; "" turns the label trigger off.
+	TriggerLabel string
+	// AutoMergeTrigger makes GitHub auto-merge (auto_merge not null) a trigger.
+	AutoMergeTrigger bool
+}
+
+// DefaultOptions is the label "automerge" and auto-merge, both on.
+func DefaultOptions() Options {
+	return Options{TriggerLabel: DefaultTriggerLabel, AutoMergeTrigger: true}
+}
+
+// Translation is what one stored delivery asks of mergegate.
+type Translation struct {
+	// Events are the queue events for the delivery's (tenant, repo), in order.
+	Events []leasedo.Event
+	// Install is set for installation and installation_repositories.
+	Install *InstallChange
+	// Push is set for a push to a branch.
+	Push *Push
+	// Ignored, when non-empty, says why nothing acts on this delivery; the
+	// caller still writes it to the events log.
+	Ignored string
+	// Base is the pull request's base branch when known (pull_request).
+	Base string
+}
+
+// InstallChange is an installation or installation_repositories delivery.
+type InstallChange struct {
+	Tenant string
+	// Action is created, deleted, suspend, unsuspend,
+	// new_permissions_accepted (installation), added or removed
+	// (installation_repositories).
+	Action string
+	// Added lists full names to track: installation created, repositories
+	// added. Removed lists full names to forget: installation deleted,
+	// repositories removed.
+	Added, Removed []string
+}
+
+// Push is a push to a branch.
+type Push struct {
+	Repo  string
+	Ref   string // branch name, without refs/heads/
+	After string // the branch's new head sha
+}
+
+// Translate turns a stored delivery into seed /event calls and the other
+// changes it asks for (SPEC §4). Events carry the delivery's Tenant and Repo.
+// Checks are never trusted from a payload: gate events carry no gateResult,
+// the gate is read from GitHub later. An error wraps ErrMalformed.
+func Translate(d leasedo.Delivery, opt Options) (Translation, error) {
+	switch d.Event {
+	case "pull_request":
+		return translatePullRequest(d, opt)
+	case "pull_request_review":
+		return translateReview(d)
+	case "check_suite", "check_run":
+		return translateCheck(d)
+	case "status":
+		return translateStatus(d)
+	case "push":
+		return translatePush(d)
+	case "installation", "installation_repositories":
+		return translateInstallation(d)
+	}
+	// Anything else (ping included) is still a JSON object we stored.
+	if err := decode(d.Body, &envelope{}); err != nil {
+		return Translation{}, err
+	}
+	return Translation{Ignored: fmt.Sprintf("event type %s is not acted on", quoted(d.Event))}, nil
+}
+
+// event builds one queue event for the delivery's (tenant, repo).
+func event(d leasedo.Delivery, action string, pr int, sha, reason string) leasedo.Event {
+	return leasedo.Event{
+		EventType: d.Event,
+		Tenant:    d.Tenant,
+		Repo:      d.Repo,
+		Action:    action,
+		PRNumber:  pr,
+		Details:   &leasedo.Details{Sha: sha, Reason: reason},
+	}
+}
+
+// needRepo rejects a repository-scoped delivery that names no repository.
+func needRepo(d leasedo.Delivery) error {
+	if d.Repo == "" {
+		return fmt.Errorf("%w: %s delivery has no repository", ErrMalformed, d.Event)
+	}
+	return nil
+}
+
+func translatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) {
+	var p prPayload
+	if err := decode(d.Body, &p); err != nil {
+		return Translation{}, err
+	}
+	pr := p.PullRequest
+	if pr == nil || pr.Number <= 0 {
+		return Translation{}, fmt.Errorf("%w: pull_request delivery has no pull_request.number", ErrMalformed)
+	}
+	if err := needRepo(d); err != nil {
+		return Translation{}, err
+	}
+	t := Translation{Base: pr.Base.Ref}
+	notEligible := ineligibility(pr, opt)
+	one := func(reason string) (Translation, error) {
+		t.Events = []leasedo.Event{event(d, p.Action, pr.Number, pr.Head.Sha, reason)}
+		return t, nil
+	}
+	switch p.Action {
+	case "opened", "reopened", "ready_for_review", "labeled", "auto_merge_enabled":
+		if notEligible != "" {
+			t.Ignored = "not eligible: " + notEligible
+			return t, nil
+		}
+		return one("")
+	case "closed":
+		return one("pull request closed")
+	case "unlabeled", "auto_merge_disabled", "converted_to_draft":
+		if notEligible == "" {
+			t.Ignored = "still eligible after " + p.Action
+			return t, nil
+		}
+		return one("no longer eligible: " + notEligible)
+	case "synchronize":
+		return one("new head")
+	case "edited":
+		if p.Changes == nil || p.Changes.Base == nil {
+			t.Ignored = "edited without a base change"
+			return t, nil
+		}
+		return one("base branch changed")
+	}
+	t.Ignored = fmt.Sprintf("pull_request action %s is not acted on", quoted(p.Action))
+	return t, nil
+}
+
+// ineligibility says why pr is not eligible (SPEC §4), "" when it is: open,
+// not a draft, and carrying the trigger label or with auto-merge enabled.
+func ineligibility(pr *pullRequest, opt Options) string {
+	switch {
+	case pr.State != "open":
+		return "pull request is " + orUnknown(pr.State)
+	case pr.Draft:
+		return "pull request is a draft"
+	case opt.TriggerLabel != "" && hasLabel(pr, opt.TriggerLabel):
+		return ""
+	case opt.AutoMergeTrigger && pr.AutoMerge != nil:
+		return ""
+	case opt.TriggerLabel == "" && !opt.AutoMergeTrigger:
+		return "both triggers (label and auto-merge) are off"
+	case opt.TriggerLabel == "":
+		return "auto-merge is not enabled"
+	case !opt.AutoMergeTrigger:
+		return fmt.Sprintf("no %q label", opt.TriggerLabel)
+	}
+	return fmt.Sprintf("no %q label and auto-merge is not enabled", opt.TriggerLabel)
+}
+
+// hasLabel compares names case-insensitively, as GitHub does.
+func hasLabel(pr *pullRequest, name string) bool {
+	for _, l := range pr.Labels {
+		if strings.EqualFold(l.Name, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func translateReview(d leasedo.Delivery) (Translation, error) {
+	var p prPayload
+	if err := decode(d.Body, &p); err != nil {
+		return Translation{}, err
+	}
+	if p.Action != "submitted" {
+		return Translation{Ignored: fmt.Sprintf("pull_request_review action %s is not acted on", quoted(p.Action))}, nil
+	}
+	pr := p.PullRequest
+	if pr == nil || pr.Number <= 0 || pr.Head.Sha == "" {
+		return Translation{}, fmt.Errorf("%w: pull_request_review delivery has no pull_request number and head sha", ErrMalformed)
+	}
+	if err := needRepo(d); err != nil {
+		return Translation{}, err
+	}
+	return Translation{
+		Events: []leasedo.Event{event(d, p.Action, pr.Number, pr.Head.Sha, "")},
+		Base:   pr.Base.Ref,
+	}, nil
+}
+
+func translateCheck(d leasedo.Delivery) (Translation, error) {
+	var (
+		action string
+		c      *check
+	)
+	if d.Event == "check_suite" {
+		var p checkSuitePayload
+		if err := decode(d.Body, &p); err != nil {
+			return Translation{}, err
+		}
+		action, c = p.Action, p.CheckSuite
+	} else {
+		var p checkRunPayload
+		if err := decode(d.Body, &p); err != nil {
+			return Translation{}, err
+		}
+		action, c = p.Action, p.CheckRun
+	}
+	if action != "completed" {
+		return Translation{Ignored: fmt.Sprintf("%s action %s is not acted on", d.Event, quoted(action))}, nil
+	}
+	if c == nil || c.HeadSha == "" {
+		return Translation{}, fmt.Errorf("%w: %s delivery has no head_sha", ErrMalformed, d.Event)
+	}
+	if err := needRepo(d); err != nil {
+		return Translation{}, err
+	}
+	return Translation{Events: []leasedo.Event{event(d, action, c.firstPR(), c.HeadSha, "")}}, nil
+}
+
+// translateStatus sends every status (pending included) for re-evaluation.
+// A status payload has no action: the event's action is the status state
+// (pending, success, failure, error), which reads well in the events log.
+func translateStatus(d leasedo.Delivery) (Translation, error) {
+	var p statusPayload
+	if err := decode(d.Body, &p); err != nil {
+		return Translation{}, err
+	}
+	if p.Sha == "" {
+		return Translation{}, fmt.Errorf("%w: status delivery has no sha", ErrMalformed)
+	}
+	if err := needRepo(d); err != nil {
+		return Translation{}, err
+	}
+	return Translation{Events: []leasedo.Event{event(d, p.State, 0, p.Sha, "")}}, nil
+}
+
+func translatePush(d leasedo.Delivery) (Translation, error) {
+	var p pushPayload
+	if err := decode(d.Body, &p); err != nil {
+		return Translation{}, err
+	}
+	branch, ok := strings.CutPrefix(p.Ref, "refs/heads/")
+	switch {
+	case !ok:
+		return Translation{Ignored: fmt.Sprintf("push to %s is not a branch push", quoted(p.Ref))}, nil
+	case p.Deleted || strings.Trim(p.After, "0") == "":
+		return Translation{Ignored: "branch " + branch + " was deleted"}, nil
+	}
+	if err := needRepo(d); err != nil {
+		return Translation{}, err
+	}
+	return Translation{Push: &Push{Repo: d.Repo, Ref: branch, After: p.After}}, nil
+}
+
+func translateInstallation(d leasedo.Delivery) (Translation, error) {
+	var p installationPayload
+	if err := decode(d.Body, &p); err != nil {
+		return Translation{}, err
+	}
+	tenant := d.Tenant
+	if tenant == "" {
+		tenant = p.meta().Tenant
+	}
+	if tenant == "" {
+		return Translation{}, fmt.Errorf("%w: %s delivery has no installation id", ErrMalformed, d.Event)
+	}
+	ch := &InstallChange{Tenant: tenant, Action: p.Action}
+	switch d.Event + "/" + p.Action {
+	case "installation/created":
+		ch.Added = fullNames(p.Repositories)
+	case "installation/deleted":
+		ch.Removed = fullNames(p.Repositories)
+	case "installation/suspend", "installation/unsuspend", "installation/new_permissions_accepted":
+	case "installation_repositories/added", "installation_repositories/removed":
+		ch.Added = fullNames(p.RepositoriesAdded)
+		ch.Removed = fullNames(p.RepositoriesRemoved)
+	default:
+		return Translation{Ignored: fmt.Sprintf("%s action %s is not acted on", d.Event, quoted(p.Action))}, nil
+	}
+	return Translation{Install: ch}, nil
+}
+
+// fullNames lists the repositories' full names, skipping blank ones.
+func fullNames(repos []repoRef) []string {
+	var out []string
+	for _, r := range repos {
+		if r.FullName != "" {
+			out = append(out, r.FullName)
+		}
+	}
+	return out
+}
+
+// quoted names a value from a payload in a reason; an empty one shows as "".
+func quoted(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "in an unknown state"
+	}
+	return s
+}
