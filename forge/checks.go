@@ -1,0 +1,286 @@
+package forge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// Required is what a base branch requires before a merge.
+type Required struct {
+	Contexts []string // required check names (check run names or status contexts)
+	Strict   bool     // "require branches to be up to date before merging"
+	// Configured is true when branch protection or a ruleset declares
+	// required status checks for the branch (even an empty list).
+	Configured bool
+}
+
+// Sources of a CheckResult.
+const (
+	SourceCheckRun = "check_run"
+	SourceStatus   = "status"
+)
+
+// CheckResult is one check run or one commit status reported on a sha.
+type CheckResult struct {
+	Name   string
+	Source string // SourceCheckRun or SourceStatus
+	// Status: check runs queued, in_progress or completed (also waiting,
+	// requested, pending); statuses "completed" once their state is not
+	// pending, else "pending".
+	Status string
+	// Conclusion: check runs success, failure, neutral, cancelled, skipped,
+	// timed_out, action_required, stale, startup_failure (empty while not
+	// completed); statuses their state: success, failure, error or pending.
+	Conclusion string
+	// At is when the result was last updated (completed_at or started_at for
+	// check runs, updated_at for statuses); used to pick the latest of
+	// several results with the same name and source.
+	At time.Time
+}
+
+// CheckRun is the content of mergegate's own check run.
+type CheckRun struct {
+	Name       string // default DefaultCheckRunName
+	Status     string // queued, in_progress, completed
+	Conclusion string // required when Status is completed
+	Title      string
+	Summary    string
+}
+
+// DefaultCheckRunName is the name of mergegate's own check run. EvaluateGate
+// ignores check runs with this name.
+const DefaultCheckRunName = "mergegate"
+
+// RequiredChecks returns the required status checks of branch: the branch
+// protection's required_status_checks (404 = none) united with the
+// required_status_checks rules of the rulesets that apply to the branch.
+func (c *Client) RequiredChecks(ctx context.Context, tenant, repo, branch string) (Required, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.get-status-checks-protection", tenant, repo)
+	if err != nil {
+		return Required{}, err
+	}
+	var req Required
+	seen := map[string]bool{}
+	add := func(check string) {
+		if check != "" && !seen[check] {
+			seen[check] = true
+			req.Contexts = append(req.Contexts, check)
+		}
+	}
+
+	rsc, _, err := in.gh.Repositories.GetRequiredStatusChecks(ctx, owner, name, branch)
+	switch err = cl.classify(ctx, err, false); {
+	case err == nil:
+		req.Configured = true
+		req.Strict = rsc.Strict
+		if rsc.Checks != nil {
+			for _, ch := range *rsc.Checks {
+				add(ch.Context)
+			}
+		}
+		if rsc.Contexts != nil {
+			for _, check := range *rsc.Contexts {
+				add(check)
+			}
+		}
+	case IsNotFound(err), isPlanWithoutProtection(err):
+		// No protection, or no required checks in it.
+	default:
+		return Required{}, err
+	}
+
+	ctx = withOp(ctx, "repos.get-branch-rules")
+	cl.op = "repos.get-branch-rules"
+	for page := 1; ; {
+		u := fmt.Sprintf("repos/%s/%s/rules/branches/%s?per_page=100&page=%d", owner, name, branch, page)
+		hreq, err := in.gh.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			return Required{}, err
+		}
+		var rules []*github.RepositoryRule
+		resp, err := in.gh.Do(ctx, hreq, &rules)
+		if err = cl.classify(ctx, err, false); err != nil {
+			if IsNotFound(err) {
+				break // no rulesets on this server (older GHES)
+			}
+			return Required{}, err
+		}
+		for _, r := range rules {
+			if r.Type != "required_status_checks" || r.Parameters == nil {
+				continue
+			}
+			var p github.RequiredStatusChecksRuleParameters
+			if err := json.Unmarshal(*r.Parameters, &p); err != nil {
+				return Required{}, fmt.Errorf("forge: ruleset %d of %s: %w", r.RulesetID, repo, err)
+			}
+			req.Configured = true
+			req.Strict = req.Strict || p.StrictRequiredStatusChecksPolicy
+			for _, ch := range p.RequiredStatusChecks {
+				add(ch.Context)
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		page = resp.NextPage
+	}
+	return req, nil
+}
+
+// isPlanWithoutProtection: private repositories on GitHub Free have no
+// branch protection and answer 403 "Upgrade to GitHub Pro...".
+func isPlanWithoutProtection(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusForbidden && strings.Contains(ae.Message, "Upgrade to GitHub Pro")
+}
+
+// CheckResults returns every check run (latest per name, all pages) and every
+// commit status (the combined status, all pages) reported on sha.
+func (c *Client) CheckResults(ctx context.Context, tenant, repo, sha string) ([]CheckResult, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "checks.list-for-ref", tenant, repo)
+	if err != nil {
+		return nil, err
+	}
+	cl.sha = sha
+	var out []CheckResult
+	opts := &github.ListCheckRunsOptions{Filter: github.String("latest"), ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		res, resp, err := in.gh.Checks.ListCheckRunsForRef(ctx, owner, name, sha, opts)
+		if err != nil {
+			return nil, cl.classify(ctx, err, false)
+		}
+		for _, r := range res.CheckRuns {
+			at := r.GetCompletedAt().Time
+			if at.IsZero() {
+				at = r.GetStartedAt().Time
+			}
+			out = append(out, CheckResult{Name: r.GetName(), Source: SourceCheckRun, Status: r.GetStatus(), Conclusion: r.GetConclusion(), At: at})
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+
+	ctx = withOp(ctx, "repos.get-combined-status-for-ref")
+	cl.op = "repos.get-combined-status-for-ref"
+	lo := &github.ListOptions{PerPage: 100}
+	for {
+		cs, resp, err := in.gh.Repositories.GetCombinedStatus(ctx, owner, name, sha, lo)
+		if err != nil {
+			err = cl.classify(ctx, err, false)
+			if IsNotFound(err) {
+				break // no statuses for this ref
+			}
+			return nil, err
+		}
+		for _, s := range cs.Statuses {
+			status := "completed"
+			if s.GetState() == "pending" {
+				status = "pending"
+			}
+			out = append(out, CheckResult{Name: s.GetContext(), Source: SourceStatus, Status: status, Conclusion: s.GetState(), At: s.GetUpdatedAt().Time})
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		lo.Page = resp.NextPage
+	}
+	return out, nil
+}
+
+// CreateCheckRun creates a check run on sha and returns its id.
+func (c *Client) CreateCheckRun(ctx context.Context, tenant, repo, sha string, cr CheckRun) (int64, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "checks.create", tenant, repo)
+	if err != nil {
+		return 0, err
+	}
+	cl.sha = sha
+	cr = cr.withDefaults()
+	opts := github.CreateCheckRunOptions{Name: cr.Name, HeadSHA: sha, Output: cr.output()}
+	if cr.Status != "" {
+		opts.Status = github.String(cr.Status)
+	}
+	if cr.Conclusion != "" {
+		opts.Conclusion = github.String(cr.Conclusion)
+	}
+	run, _, err := in.gh.Checks.CreateCheckRun(ctx, owner, name, opts)
+	if err != nil {
+		return 0, cl.classify(ctx, err, false)
+	}
+	return run.GetID(), nil
+}
+
+// UpdateCheckRun updates check run id.
+func (c *Client) UpdateCheckRun(ctx context.Context, tenant, repo string, id int64, cr CheckRun) error {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "checks.update", tenant, repo)
+	if err != nil {
+		return err
+	}
+	cr = cr.withDefaults()
+	opts := github.UpdateCheckRunOptions{Name: cr.Name, Output: cr.output()}
+	if cr.Status != "" {
+		opts.Status = github.String(cr.Status)
+	}
+	if cr.Conclusion != "" {
+		opts.Conclusion = github.String(cr.Conclusion)
+	}
+	_, _, err = in.gh.Checks.UpdateCheckRun(ctx, owner, name, id, opts)
+	return cl.classify(ctx, err, false)
+}
+
+func (cr CheckRun) withDefaults() CheckRun {
+	if cr.Name == "" {
+		cr.Name = DefaultCheckRunName
+	}
+	if cr.Conclusion != "" && cr.Status == "" {
+		cr.Status = "completed"
+	}
+	return cr
+}
+
+// output builds the check run output; GitHub requires both title and summary.
+func (cr CheckRun) output() *github.CheckRunOutput {
+	if cr.Title == "" && cr.Summary == "" {
+		return nil
+	}
+	title, summary := cr.Title, cr.Summary
+	if title == "" {
+		title = cr.Name
+	}
+	if summary == "" {
+		summary = title
+	}
+	return &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)}
+}
+
+// ListInstallationRepos lists the full names of every repository the
+// installation can access (all pages).
+func (c *Client) ListInstallationRepos(ctx context.Context, tenant string) ([]string, error) {
+	ctx, in, _, _, cl, err := c.begin(ctx, "apps.list-repos-accessible-to-installation", tenant, "")
+	if err != nil {
+		return nil, err
+	}
+	opts := &github.ListOptions{PerPage: 100}
+	var out []string
+	for {
+		res, resp, err := in.gh.Apps.ListRepos(ctx, opts)
+		if err != nil {
+			return nil, cl.classify(ctx, err, false)
+		}
+		for _, r := range res.Repositories {
+			out = append(out, r.GetFullName())
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}

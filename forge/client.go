@@ -1,0 +1,187 @@
+// Package forge is the only package of mergegate that speaks GitHub.
+//
+// It wraps go-github (REST) and ghinstallation (GitHub App authentication)
+// and exports plain types, so that no go-github type leaks into the rest of
+// the program. A tenant is a GitHub App installation id as a decimal string;
+// a repo is "owner/name".
+//
+// Each installation gets its own transport stack:
+//
+//	go-github → ghinstallation.Transport (installation token, cached and refreshed)
+//	          → rateGuard (refuses to send while rate-limited; see ratelimit.go)
+//	          → cacheTransport (ETag conditional GETs; see cache.go)
+//	          → Config.Transport (or http.DefaultTransport)
+//
+// EvaluateGate (gate.go) is the pure evaluation of a PR's required checks.
+package forge
+
+import (
+	"context"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	jwt "github.com/golang-jwt/jwt/v4"
+	"github.com/google/go-github/v62/github"
+)
+
+// DefaultBaseURL is GitHub.com's REST API.
+const DefaultBaseURL = "https://api.github.com/"
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the REST base: DefaultBaseURL when empty,
+	// "https://host/api/v3/" for GitHub Enterprise Server, a fake's URL in tests.
+	BaseURL    string
+	AppID      int64
+	PrivateKey []byte // the App's private key, PEM (PKCS#1 or PKCS#8)
+	// Transport is the base transport below the cache layer (default
+	// http.DefaultTransport).
+	Transport http.RoundTripper
+	// Clock is used for rate-limit decisions (default time.Now).
+	// Installation token expiry is ghinstallation's and uses the wall clock.
+	Clock func() time.Time
+	// Timeout bounds each HTTP request, token refresh included (default 10s).
+	Timeout time.Duration
+	// CacheEntries bounds the conditional-request cache (default 10000).
+	CacheEntries int
+	// UserAgent is sent with every request (default "mergegate").
+	UserAgent string
+}
+
+// Client calls GitHub as the App's installations. It is safe for concurrent
+// use.
+type Client struct {
+	cfg   Config
+	base  *url.URL
+	key   *rsa.PrivateKey
+	cache *etagCache
+
+	mu    sync.Mutex
+	insts map[int64]*installation
+}
+
+// installation is one tenant's go-github client and rate-limit state.
+type installation struct {
+	gh  *github.Client
+	lim *limiter
+}
+
+// New validates cfg (App id, PEM key, base URL) and returns a Client. No
+// request is sent until the first call.
+func New(cfg Config) (*Client, error) {
+	if cfg.AppID <= 0 {
+		return nil, errors.New("forge: GitHub App id must be a positive number")
+	}
+	key, err := jwt.ParseRSAPrivateKeyFromPEM(cfg.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("forge: the GitHub App private key is not a PEM RSA key: %w", err)
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("forge: invalid GitHub API base URL %q", cfg.BaseURL)
+	}
+	if !strings.HasSuffix(base.Path, "/") {
+		base.Path += "/"
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "mergegate"
+	}
+	return &Client{
+		cfg:   cfg,
+		base:  base,
+		key:   key,
+		cache: newETagCache(cfg.CacheEntries),
+		insts: map[int64]*installation{},
+	}, nil
+}
+
+// installation returns the cached per-installation client for tenant.
+func (c *Client) installation(tenant string) (*installation, error) {
+	id, err := strconv.ParseInt(tenant, 10, 64)
+	if err != nil || id <= 0 {
+		return nil, fmt.Errorf("forge: tenant %q is not an installation id", tenant)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in, ok := c.insts[id]; ok {
+		return in, nil
+	}
+	lim := &limiter{tenant: tenant, clock: c.cfg.Clock}
+	below := &rateGuard{lim: lim, next: &cacheTransport{inst: tenant, cache: c.cache, next: c.cfg.Transport}}
+	// One AppsTransport per installation: ghinstallation mutates it while
+	// refreshing a token, so it must not be shared.
+	atr := ghinstallation.NewAppsTransportFromPrivateKey(below, c.cfg.AppID, c.key)
+	baseNoSlash := strings.TrimRight(c.base.String(), "/")
+	atr.BaseURL = baseNoSlash
+	itr := ghinstallation.NewFromAppsTransport(atr, id)
+	itr.BaseURL = baseNoSlash
+
+	gh := github.NewClient(&http.Client{Transport: itr, Timeout: c.cfg.Timeout})
+	gh.BaseURL = c.base
+	gh.UploadURL = c.base
+	gh.UserAgent = c.cfg.UserAgent
+	in := &installation{gh: gh, lim: lim}
+	c.insts[id] = in
+	return in, nil
+}
+
+// RateRemaining returns the installation's remaining quota and its reset
+// time, from the last response headers; known is false before any answer.
+func (c *Client) RateRemaining(tenant string) (remaining int, reset time.Time, known bool) {
+	in, err := c.installation(tenant)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return in.lim.rate()
+}
+
+// Stats returns how many requests were sent and how many of the GETs were
+// answered 304 Not Modified (free of rate-limit cost), over all
+// installations.
+func (c *Client) Stats() (requests, notModified int64) {
+	return c.cache.requests.Load(), c.cache.notModified.Load()
+}
+
+// EndpointStats returns Stats per operation ("pulls.get", "pulls.list",
+// "checks.list-for-ref", "apps.create-installation-access-token", ...).
+func (c *Client) EndpointStats() map[string]EndpointStats {
+	return c.cache.endpointStats()
+}
+
+// begin resolves tenant and repo for one operation.
+func (c *Client) begin(ctx context.Context, op, tenant, repo string) (context.Context, *installation, string, string, call, error) {
+	cl := call{op: op, tenant: tenant, repo: repo}
+	in, err := c.installation(tenant)
+	if err != nil {
+		return ctx, nil, "", "", cl, err
+	}
+	var owner, name string
+	if repo != "" {
+		var ok bool
+		owner, name, ok = strings.Cut(repo, "/")
+		if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+			return ctx, nil, "", "", cl, fmt.Errorf("forge: repo %q is not owner/name", repo)
+		}
+	}
+	return withOp(ctx, op), in, owner, name, cl, nil
+}

@@ -1,0 +1,540 @@
+package fakegithub
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Handlers run with s.mu held (the middleware holds it) and answer through
+// the middleware's buffer.
+
+// repoOf returns the request's repository if the token's installation can
+// see it; otherwise it answers 404 like GitHub and returns nil.
+func (s *Server) repoOf(w http.ResponseWriter, r *http.Request) *repo {
+	rp := s.repos[r.PathValue("owner")+"/"+r.PathValue("repo")]
+	if rp == nil || rp.tenant != tenantOf(r) {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return nil
+	}
+	return rp
+}
+
+func (s *Server) prOf(w http.ResponseWriter, r *http.Request, param string) (*repo, *PR) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(r.PathValue(param))
+	if err != nil || rp.prs[n] == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return nil, nil
+	}
+	return rp, rp.prs[n]
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.Body == nil {
+		return true
+	}
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil && err.Error() != "EOF" {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return false
+	}
+	return true
+}
+
+// paginate applies per_page (default 30, max 100) and page, and sets the
+// Link header the way GitHub does.
+func paginate[T any](w http.ResponseWriter, r *http.Request, items []T) []T {
+	q := r.URL.Query()
+	per, _ := strconv.Atoi(q.Get("per_page"))
+	if per <= 0 {
+		per = 30
+	}
+	per = min(per, 100)
+	page, _ := strconv.Atoi(q.Get("page"))
+	if page <= 0 {
+		page = 1
+	}
+	last := max((len(items)+per-1)/per, 1)
+	link := func(p int, rel string) string {
+		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
+		qq := r.URL.Query()
+		qq.Set("page", strconv.Itoa(p))
+		u.RawQuery = qq.Encode()
+		return fmt.Sprintf("<%s>; rel=%q", u.String(), rel)
+	}
+	var links []string
+	if page > 1 {
+		links = append(links, link(page-1, "prev"), link(1, "first"))
+	}
+	if page < last {
+		links = append(links, link(page+1, "next"), link(last, "last"))
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
+	}
+	start := min((page-1)*per, len(items))
+	end := min(start+per, len(items))
+	return items[start:end]
+}
+
+func (s *Server) installationRepos(w http.ResponseWriter, r *http.Request) {
+	var rps []*repo
+	for _, rp := range s.repos {
+		if rp.tenant == tenantOf(r) {
+			rps = append(rps, rp)
+		}
+	}
+	sort.Slice(rps, func(i, j int) bool { return rps[i].fullName < rps[j].fullName })
+	page := paginate(w, r, rps)
+	out := []obj{}
+	for _, rp := range page {
+		out = append(out, s.repoJSON(rp, false))
+	}
+	writeJSON(w, http.StatusOK, obj{"total_count": len(rps), "repositories": out})
+}
+
+func (s *Server) getRateLimit(w http.ResponseWriter, r *http.Request) {
+	t := s.rate(tenantOf(r))
+	core := obj{"limit": t.limit, "used": t.used, "remaining": max(t.limit-t.used, 0), "reset": t.reset.Unix()}
+	writeJSON(w, http.StatusOK, obj{"resources": obj{"core": core}, "rate": core})
+}
+
+func (s *Server) listPulls(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	state := r.URL.Query().Get("state")
+	if state == "" {
+		state = "open"
+	}
+	var prs []*PR
+	for _, pr := range rp.prs {
+		if state == "all" || pr.State == state {
+			prs = append(prs, pr)
+		}
+	}
+	// GitHub's default order: newest first.
+	sort.Slice(prs, func(i, j int) bool {
+		if !prs[i].CreatedAt.Equal(prs[j].CreatedAt) {
+			return prs[i].CreatedAt.After(prs[j].CreatedAt)
+		}
+		return prs[i].Number > prs[j].Number
+	})
+	out := []obj{}
+	for _, pr := range paginate(w, r, prs) {
+		out = append(out, s.prJSON(rp, pr, false))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getPull(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "pull_number")
+	if pr == nil {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.prJSON(rp, pr, true))
+}
+
+func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "pull_number")
+	if pr == nil {
+		return
+	}
+	var body struct {
+		SHA         string `json:"sha"`
+		MergeMethod string `json:"merge_method"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	method := body.MergeMethod
+	if method == "" {
+		method = "merge"
+	}
+	_, strict, _ := rp.required(pr.BaseRef)
+	switch {
+	case method != "merge" && method != "squash" && method != "rebase":
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
+	case pr.State != "open":
+		writeError(w, http.StatusMethodNotAllowed, "Pull Request is not mergeable")
+	case body.SHA != "" && body.SHA != pr.HeadSHA:
+		writeError(w, http.StatusConflict, "Head branch was modified. Review and try the merge again.")
+	case pr.Draft:
+		writeError(w, http.StatusMethodNotAllowed, "Pull Request is still a draft")
+	case pr.Unmergeable:
+		writeError(w, http.StatusMethodNotAllowed, "Pull Request is not mergeable")
+	case pr.Behind && strict:
+		writeError(w, http.StatusMethodNotAllowed, "Head branch is not up to date with the base branch")
+	case rp.requiredProblem(pr) != "":
+		writeError(w, http.StatusMethodNotAllowed, rp.requiredProblem(pr))
+	default:
+		now := s.now()
+		commit := DeriveSHA(pr.HeadSHA, method, "merge")
+		pr.State, pr.Merged, pr.MergeCommitSHA = "closed", true, commit
+		pr.MergedAt, pr.ClosedAt, pr.UpdatedAt = now, now, now
+		rp.branches[pr.BaseRef] = commit
+		for _, other := range rp.prs {
+			if other != pr && other.State == "open" && other.BaseRef == pr.BaseRef {
+				other.Behind = true
+			}
+		}
+		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit})
+		writeJSON(w, http.StatusOK, obj{"sha": commit, "merged": true, "message": "Pull Request successfully merged"})
+	}
+}
+
+func (s *Server) updateBranch(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "pull_number")
+	if pr == nil {
+		return
+	}
+	var body struct {
+		ExpectedHeadSHA string `json:"expected_head_sha"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	switch {
+	case pr.State != "open":
+		writeError(w, http.StatusUnprocessableEntity, "Pull request is closed")
+	case body.ExpectedHeadSHA != "" && body.ExpectedHeadSHA != pr.HeadSHA:
+		writeError(w, http.StatusUnprocessableEntity, "expected head sha didn't match current head ref.")
+	case pr.Unmergeable:
+		writeError(w, http.StatusUnprocessableEntity, "merge conflict between base and head")
+	case !pr.Behind:
+		writeError(w, http.StatusUnprocessableEntity, "There are no new commits on the base branch.")
+	default:
+		from := pr.HeadSHA
+		pr.HeadSHA = DeriveSHA(from, "update")
+		pr.Behind = false
+		pr.UpdatedAt = s.now()
+		s.rec.updates = append(s.rec.updates, BranchUpdate{Repo: rp.fullName, PRNumber: pr.Number, FromSHA: from, ToSHA: pr.HeadSHA})
+		writeJSON(w, http.StatusAccepted, obj{
+			"message": "Updating pull request branch.",
+			"url":     fmt.Sprintf("%s%s/pull/%d", htmlBase, rp.fullName, pr.Number),
+		})
+	}
+}
+
+func (s *Server) getProtection(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	branch := r.PathValue("branch")
+	rc := rp.protection[branch]
+	if rc == nil {
+		writeError(w, http.StatusNotFound, "Branch not protected")
+		return
+	}
+	writeJSON(w, http.StatusOK, obj{
+		"url":                    s.apiURL("repos/%s/branches/%s/protection", rp.fullName, branch),
+		"required_status_checks": s.requiredChecksJSON(rp, branch, rc),
+	})
+}
+
+func (s *Server) getRequiredChecks(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	branch := r.PathValue("branch")
+	rc := rp.protection[branch]
+	if rc == nil {
+		writeError(w, http.StatusNotFound, "Branch not protected")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.requiredChecksJSON(rp, branch, rc))
+}
+
+func (s *Server) getBranchRules(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	rules := []obj{}
+	if rc := rp.rulesets[r.PathValue("branch")]; rc != nil {
+		checks := []obj{}
+		for _, c := range rc.contexts {
+			checks = append(checks, obj{"context": c})
+		}
+		rules = append(rules, obj{
+			"type":                "required_status_checks",
+			"ruleset_source_type": "Repository",
+			"ruleset_source":      rp.fullName,
+			"ruleset_id":          rc.id,
+			"parameters": obj{
+				"required_status_checks":               checks,
+				"strict_required_status_checks_policy": rc.strict,
+			},
+		})
+	}
+	writeJSON(w, http.StatusOK, paginate(w, r, rules))
+}
+
+func (s *Server) listCheckRuns(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	sha := rp.resolveRef(r.PathValue("ref"))
+	q := r.URL.Query()
+	var runs []*checkRun
+	if q.Get("filter") == "all" {
+		for i := len(rp.checkRuns) - 1; i >= 0; i-- {
+			if rp.checkRuns[i].HeadSHA == sha {
+				runs = append(runs, rp.checkRuns[i])
+			}
+		}
+	} else {
+		runs = rp.latestRuns(sha)
+	}
+	if name := q.Get("check_name"); name != "" {
+		var kept []*checkRun
+		for _, cr := range runs {
+			if cr.Name == name {
+				kept = append(kept, cr)
+			}
+		}
+		runs = kept
+	}
+	out := []obj{}
+	for _, cr := range paginate(w, r, runs) {
+		out = append(out, s.checkRunJSON(rp, cr))
+	}
+	writeJSON(w, http.StatusOK, obj{"total_count": len(runs), "check_runs": out})
+}
+
+func (s *Server) combinedStatus(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	sha := rp.resolveRef(r.PathValue("ref"))
+	all := rp.latestStatuses(sha)
+	state := "success"
+	if len(all) == 0 {
+		state = "pending"
+	}
+	for _, st := range all {
+		switch st.State {
+		case "failure", "error":
+			state = "failure"
+		case "pending":
+			if state != "failure" {
+				state = "pending"
+			}
+		}
+	}
+	out := []obj{}
+	for _, st := range paginate(w, r, all) {
+		out = append(out, s.statusJSON(rp, st))
+	}
+	writeJSON(w, http.StatusOK, obj{
+		"state":       state,
+		"statuses":    out,
+		"sha":         sha,
+		"total_count": len(all),
+		"repository":  s.repoJSON(rp, true),
+		"commit_url":  s.apiURL("repos/%s/commits/%s", rp.fullName, sha),
+		"url":         s.apiURL("repos/%s/commits/%s/status", rp.fullName, sha),
+	})
+}
+
+func (s *Server) createCommitStatus(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	var body struct {
+		State   string `json:"state"`
+		Context string `json:"context"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	switch body.State {
+	case "pending", "success", "failure", "error":
+	default:
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	if body.Context == "" {
+		body.Context = "default"
+	}
+	st := s.addStatus(rp, r.PathValue("sha"), body.Context, body.State)
+	writeJSON(w, http.StatusCreated, s.statusJSON(rp, st))
+}
+
+func (s *Server) createComment(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "issue_number")
+	if pr == nil {
+		return
+	}
+	var body struct {
+		Body string `json:"body"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if body.Body == "" {
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	id := s.newID()
+	now := s.now()
+	s.rec.comments = append(s.rec.comments, Comment{Repo: rp.fullName, PRNumber: pr.Number, Body: body.Body})
+	writeJSON(w, http.StatusCreated, obj{
+		"id":                 id,
+		"node_id":            nodeID("IC", id),
+		"url":                s.apiURL("repos/%s/issues/comments/%d", rp.fullName, id),
+		"html_url":           fmt.Sprintf("%s%s/pull/%d#issuecomment-%d", htmlBase, rp.fullName, pr.Number, id),
+		"body":               body.Body,
+		"user":               s.userJSON("mergegate[bot]"),
+		"created_at":         ts(now),
+		"updated_at":         ts(now),
+		"issue_url":          s.apiURL("repos/%s/issues/%d", rp.fullName, pr.Number),
+		"author_association": "NONE",
+	})
+}
+
+func (s *Server) removeLabel(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "issue_number")
+	if pr == nil {
+		return
+	}
+	name := r.PathValue("name")
+	for i, l := range pr.Labels {
+		if strings.EqualFold(l, name) {
+			pr.Labels = append(pr.Labels[:i:i], pr.Labels[i+1:]...)
+			pr.UpdatedAt = s.now()
+			s.rec.labelsRemoved = append(s.rec.labelsRemoved, LabelRemoval{Repo: rp.fullName, PRNumber: pr.Number, Label: l})
+			writeJSON(w, http.StatusOK, s.labelsJSON(rp, pr.Labels))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "Label does not exist")
+}
+
+type checkRunBody struct {
+	Name       *string `json:"name"`
+	HeadSHA    string  `json:"head_sha"`
+	Status     *string `json:"status"`
+	Conclusion *string `json:"conclusion"`
+	Output     *struct {
+		Title   string `json:"title"`
+		Summary string `json:"summary"`
+	} `json:"output"`
+}
+
+// apply validates and applies a create or update body to cr.
+func (b checkRunBody) apply(cr *checkRun, s *Server) string {
+	if b.Name != nil {
+		cr.Name = *b.Name
+	}
+	if b.Status != nil {
+		switch *b.Status {
+		case "queued", "in_progress", "completed":
+			cr.Status = *b.Status
+		default:
+			return "Invalid status"
+		}
+	}
+	if b.Conclusion != nil {
+		switch *b.Conclusion {
+		case "success", "failure", "neutral", "cancelled", "skipped", "timed_out", "action_required":
+			cr.Conclusion, cr.Status = *b.Conclusion, "completed"
+		default:
+			return "Invalid conclusion"
+		}
+	}
+	if cr.Status == "completed" && cr.Conclusion == "" {
+		return "Conclusion is required when status is completed"
+	}
+	if cr.Status == "completed" && cr.CompletedAt.IsZero() {
+		cr.CompletedAt = s.now()
+	}
+	if b.Output != nil {
+		if b.Output.Title == "" || b.Output.Summary == "" {
+			return "Output requires title and summary"
+		}
+		cr.Title, cr.Summary = b.Output.Title, b.Output.Summary
+	}
+	if cr.Name == "" {
+		return "Name can't be blank"
+	}
+	return ""
+}
+
+func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	var body checkRunBody
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	cr := &checkRun{HeadSHA: body.HeadSHA, Status: "queued", AppID: s.appID, AppSlug: "mergegate", StartedAt: s.now()}
+	if msg := body.apply(cr, s); msg != "" || cr.HeadSHA == "" {
+		if msg == "" {
+			msg = "Head sha can't be blank"
+		}
+		writeError(w, http.StatusUnprocessableEntity, msg)
+		return
+	}
+	cr.ID = s.newID()
+	rp.checkRuns = append(rp.checkRuns, cr)
+	s.recordCheckRun("created", rp, cr)
+	writeJSON(w, http.StatusCreated, s.checkRunJSON(rp, cr))
+}
+
+func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	id, _ := strconv.ParseInt(r.PathValue("check_run_id"), 10, 64)
+	var cr *checkRun
+	for _, c := range rp.checkRuns {
+		if c.ID == id {
+			cr = c
+		}
+	}
+	if cr == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if cr.AppID != s.appID {
+		writeError(w, http.StatusForbidden, "Invalid app_id `"+strconv.FormatInt(s.appID, 10)+"` - check run can only be modified by the GitHub App that created it.")
+		return
+	}
+	var body checkRunBody
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	updated := *cr
+	if msg := body.apply(&updated, s); msg != "" {
+		writeError(w, http.StatusUnprocessableEntity, msg)
+		return
+	}
+	*cr = updated
+	s.recordCheckRun("updated", rp, cr)
+	writeJSON(w, http.StatusOK, s.checkRunJSON(rp, cr))
+}
+
+func (s *Server) recordCheckRun(action string, rp *repo, cr *checkRun) {
+	s.rec.checkRuns = append(s.rec.checkRuns, CheckRunWrite{
+		Action: action, Repo: rp.fullName, ID: cr.ID, HeadSHA: cr.HeadSHA, Name: cr.Name,
+		Status: cr.Status, Conclusion: cr.Conclusion, Title: cr.Title, Summary: cr.Summary,
+	})
+}

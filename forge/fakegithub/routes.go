@@ -1,0 +1,89 @@
+package fakegithub
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Routes, as "METHOD path-template" with GitHub's OpenAPI parameter names.
+// They name calls in Calls and select requests in Fail.
+const (
+	RouteCreateToken        = "POST /app/installations/{installation_id}/access_tokens"
+	RouteInstallationRepos  = "GET /installation/repositories"
+	RouteRateLimit          = "GET /rate_limit"
+	RouteListPulls          = "GET /repos/{owner}/{repo}/pulls"
+	RouteGetPull            = "GET /repos/{owner}/{repo}/pulls/{pull_number}"
+	RouteMerge              = "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge"
+	RouteUpdateBranch       = "PUT /repos/{owner}/{repo}/pulls/{pull_number}/update-branch"
+	RouteGetProtection      = "GET /repos/{owner}/{repo}/branches/{branch}/protection"
+	RouteGetRequiredChecks  = "GET /repos/{owner}/{repo}/branches/{branch}/protection/required_status_checks"
+	RouteGetBranchRules     = "GET /repos/{owner}/{repo}/rules/branches/{branch}"
+	RouteListCheckRuns      = "GET /repos/{owner}/{repo}/commits/{ref}/check-runs"
+	RouteCombinedStatus     = "GET /repos/{owner}/{repo}/commits/{ref}/status"
+	RouteCreateComment      = "POST /repos/{owner}/{repo}/issues/{issue_number}/comments"
+	RouteRemoveLabel        = "DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}"
+	RouteCreateCheckRun     = "POST /repos/{owner}/{repo}/check-runs"
+	RouteUpdateCheckRun     = "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}"
+	RouteCreateCommitStatus = "POST /repos/{owner}/{repo}/statuses/{sha}"
+)
+
+// Routes lists every route the server answers.
+func Routes() []string {
+	return []string{
+		RouteCreateToken, RouteInstallationRepos, RouteRateLimit, RouteListPulls, RouteGetPull,
+		RouteMerge, RouteUpdateBranch, RouteGetProtection, RouteGetRequiredChecks, RouteGetBranchRules,
+		RouteListCheckRuns, RouteCombinedStatus, RouteCreateComment, RouteRemoveLabel,
+		RouteCreateCheckRun, RouteUpdateCheckRun, RouteCreateCommitStatus,
+	}
+}
+
+func (s *Server) routes() {
+	handlers := map[string]http.HandlerFunc{
+		RouteCreateToken:        s.createToken,
+		RouteInstallationRepos:  s.installationRepos,
+		RouteRateLimit:          s.getRateLimit,
+		RouteListPulls:          s.listPulls,
+		RouteGetPull:            s.getPull,
+		RouteMerge:              s.mergePull,
+		RouteUpdateBranch:       s.updateBranch,
+		RouteGetProtection:      s.getProtection,
+		RouteGetRequiredChecks:  s.getRequiredChecks,
+		RouteGetBranchRules:     s.getBranchRules,
+		RouteListCheckRuns:      s.listCheckRuns,
+		RouteCombinedStatus:     s.combinedStatus,
+		RouteCreateComment:      s.createComment,
+		RouteRemoveLabel:        s.removeLabel,
+		RouteCreateCheckRun:     s.createCheckRun,
+		RouteUpdateCheckRun:     s.updateCheckRun,
+		RouteCreateCommitStatus: s.createCommitStatus,
+	}
+	for route, h := range handlers {
+		method, path, _ := strings.Cut(route, " ")
+		if route == RouteGetBranchRules {
+			path += "..." // branch names may hold slashes, sent unescaped
+			path = strings.Replace(path, "{branch}...", "{branch...}", 1)
+		}
+		s.mux.HandleFunc(method+" "+s.prefix+path, h)
+	}
+}
+
+// routeOf maps a registered mux pattern back to its route constant ("" when
+// no route matched).
+func (s *Server) routeOf(pattern string) string {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		return ""
+	}
+	path = strings.TrimPrefix(path, s.prefix)
+	path = strings.Replace(path, "{branch...}", "{branch}", 1)
+	return method + " " + path
+}
+
+func knownRoute(route string) bool {
+	for _, r := range Routes() {
+		if r == route {
+			return true
+		}
+	}
+	return false
+}

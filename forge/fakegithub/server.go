@@ -1,0 +1,424 @@
+// Package fakegithub is a stateful fake of the part of GitHub's REST API that
+// mergegate uses, served by an httptest.Server on loopback.
+//
+// It speaks GitHub's JSON shapes (checked against GitHub's published
+// examples in testdata/github-rest), mints installation tokens for an App
+// JWT signed with its own RSA key (so ghinstallation runs unmodified),
+// requires an installation token everywhere else, answers GETs with ETags
+// (a matching If-None-Match gets a 304 that costs no rate-limit point),
+// counts rate-limit points per installation, records what was done (merges,
+// branch updates, comments, labels removed, check runs, every call), and can
+// be told to fail (Fail) or to be slow (SetLatency).
+//
+// Tests build the world with AddRepo, AddPR, SetCheckRun, SetStatus,
+// SetRequired... and read the results with Merges, Comments, Calls...
+// Every method is safe for concurrent use.
+package fakegithub
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TB is the part of testing.TB the server uses; *testing.T satisfies it.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Fatalf(format string, args ...any)
+}
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	// PathPrefix serves the API under a prefix, like GitHub Enterprise
+	// Server's "/api/v3".
+	PathPrefix string
+	AppID      int64           // default 4242
+	PrivateKey *rsa.PrivateKey // default: a key generated once per process
+	Clock      func() time.Time
+	RateLimit  int // per installation per hour, default 5000
+}
+
+// Server is the fake GitHub.
+type Server struct {
+	ts     *httptest.Server
+	prefix string
+	mux    *http.ServeMux
+	appID  int64
+	key    *rsa.PrivateKey
+	keyPEM []byte
+	done   chan struct{}
+	close  sync.Once
+	tb     TB
+
+	inFlight atomic.Int64
+
+	mu            sync.Mutex
+	clock         func() time.Time
+	latency       time.Duration
+	rateLimit     int
+	nextID        int64
+	tokens        map[string]*token
+	tenants       map[string]*tenant
+	installations map[string]bool
+	repos         map[string]*repo
+	faults        []*faultRule
+	rec           records
+}
+
+var (
+	sharedKeyOnce sync.Once
+	sharedKey     *rsa.PrivateKey
+)
+
+func defaultKey() *rsa.PrivateKey {
+	sharedKeyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic("fakegithub: generating RSA key: " + err.Error())
+		}
+		sharedKey = k
+	})
+	return sharedKey
+}
+
+// New starts a fake GitHub with default options. When t is not nil the
+// server is closed at the end of the test.
+func New(t TB) *Server { return NewWithOptions(t, Options{}) }
+
+// NewWithOptions starts a fake GitHub.
+func NewWithOptions(t TB, o Options) *Server {
+	if o.AppID == 0 {
+		o.AppID = 4242
+	}
+	if o.PrivateKey == nil {
+		o.PrivateKey = defaultKey()
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.RateLimit <= 0 {
+		o.RateLimit = 5000
+	}
+	s := &Server{
+		prefix: "/" + strings.Trim(o.PathPrefix, "/"),
+		mux:    http.NewServeMux(),
+		appID:  o.AppID,
+		key:    o.PrivateKey,
+		keyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(o.PrivateKey)}),
+		done:   make(chan struct{}),
+		tb:     t,
+
+		clock:         o.Clock,
+		rateLimit:     o.RateLimit,
+		nextID:        1000,
+		tokens:        map[string]*token{},
+		tenants:       map[string]*tenant{},
+		installations: map[string]bool{},
+		repos:         map[string]*repo{},
+	}
+	if s.prefix == "/" {
+		s.prefix = ""
+	}
+	s.routes()
+	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
+	if t != nil {
+		t.Cleanup(s.Close)
+	}
+	return s
+}
+
+// URL is the REST base URL, with a trailing slash (forge.Config.BaseURL).
+func (s *Server) URL() string { return s.ts.URL + s.prefix + "/" }
+
+// AppID is the App id the server accepts in JWTs.
+func (s *Server) AppID() int64 { return s.appID }
+
+// PrivateKeyPEM is the App's private key (PKCS#1 PEM), for forge.Config.
+func (s *Server) PrivateKeyPEM() []byte { return append([]byte(nil), s.keyPEM...) }
+
+// Close releases hanging requests and stops the server.
+func (s *Server) Close() {
+	s.close.Do(func() {
+		close(s.done)
+		s.ts.Close()
+	})
+}
+
+// InFlight returns how many requests are being served right now (e.g. one
+// hanging on FaultTimeout).
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
+// SetClock replaces the server's clock (token expiry, rate-limit resets,
+// timestamps).
+func (s *Server) SetClock(clock func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock = clock
+}
+
+// SetLatency delays every request by d.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
+}
+
+func (s *Server) now() time.Time { return s.clock().UTC().Truncate(time.Second) }
+
+func (s *Server) newID() int64 {
+	s.nextID++
+	return s.nextID
+}
+
+// ctxKey carries the authenticated tenant to handlers.
+type ctxKey struct{}
+
+func tenantOf(r *http.Request) string {
+	t, _ := r.Context().Value(ctxKey{}).(string)
+	return t
+}
+
+// serve is the middleware every request goes through: latency, routing,
+// authentication, faults, rate limit, handler, ETag.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	s.mu.Lock()
+	latency := s.latency
+	s.mu.Unlock()
+	if latency > 0 && !s.sleep(r.Context(), latency) {
+		return
+	}
+
+	_, pattern := s.mux.Handler(r)
+	route := s.routeOf(pattern)
+	if route == "" {
+		s.mu.Lock()
+		s.record(r, "", "", http.StatusNotFound, false, false)
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+
+	s.mu.Lock()
+	tenant, status, msg := s.authenticate(r, route)
+	if status != 0 {
+		s.record(r, route, tenant, status, false, false)
+		s.mu.Unlock()
+		writeError(w, status, msg)
+		return
+	}
+	fault := s.takeFault(route)
+	s.mu.Unlock()
+	// Rate-limit points are per installation token; App (JWT) requests and
+	// GET /rate_limit cost nothing here.
+	rateTenant := tenant
+	if route == RouteCreateToken {
+		rateTenant = ""
+	}
+
+	if fault != nil {
+		if fault.Delay > 0 && !s.sleep(r.Context(), fault.Delay) {
+			return
+		}
+		if fault.Hang {
+			select {
+			case <-r.Context().Done():
+			case <-s.done:
+			}
+			s.mu.Lock()
+			s.record(r, route, tenant, 0, false, true)
+			s.mu.Unlock()
+			return
+		}
+		if fault.Status != 0 {
+			s.mu.Lock()
+			s.rateHeaders(w.Header(), rateTenant)
+			s.record(r, route, tenant, fault.Status, false, true)
+			s.mu.Unlock()
+			for k, v := range fault.Header {
+				w.Header().Set(k, v)
+			}
+			writeError(w, fault.Status, fault.Message)
+			return
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	counted := rateTenant != "" && route != RouteRateLimit
+	if counted {
+		if rl := s.rate(tenant); rl.used >= rl.limit {
+			s.rateHeaders(w.Header(), rateTenant)
+			s.record(r, route, tenant, http.StatusForbidden, false, false)
+			writeError(w, http.StatusForbidden, "API rate limit exceeded for installation ID "+tenant+".")
+			return
+		}
+	}
+	rec := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
+	s.mux.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tenant)))
+
+	if r.Method == http.MethodGet && rec.status == http.StatusOK {
+		sum := sha256.Sum256(rec.body.Bytes())
+		etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+		rec.header.Set("ETag", etag)
+		if etagMatch(r.Header.Get("If-None-Match"), etag) {
+			// Not modified: GitHub does not count it against the rate limit.
+			s.rateHeaders(w.Header(), rateTenant)
+			w.Header().Set("ETag", etag)
+			s.record(r, route, tenant, http.StatusNotModified, true, false)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	if counted {
+		s.rate(tenant).used++
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	s.rateHeaders(w.Header(), rateTenant)
+	s.record(r, route, tenant, rec.status, false, false)
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+}
+
+// sleep waits d; false when the request or the server ended first.
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+func etagMatch(header, etag string) bool {
+	for _, v := range strings.Split(header, ",") {
+		v = strings.TrimPrefix(strings.TrimSpace(v), "W/")
+		if v == "*" || v == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// bufferedWriter holds a handler's answer until the middleware decides
+// between 200 and 304.
+type bufferedWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	wrote  bool
+}
+
+func (b *bufferedWriter) Header() http.Header { return b.header }
+func (b *bufferedWriter) WriteHeader(code int) {
+	if !b.wrote {
+		b.status, b.wrote = code, true
+	}
+}
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	b.wrote = true
+	return b.body.Write(p)
+}
+
+// tenant is one installation's rate-limit window.
+type tenant struct {
+	id    string
+	limit int
+	used  int
+	reset time.Time
+}
+
+// rate returns tenant's window, opening a new one when the last has reset.
+func (s *Server) rate(id string) *tenant {
+	t := s.tenants[id]
+	if t == nil {
+		t = &tenant{id: id, limit: s.rateLimit}
+		s.tenants[id] = t
+	}
+	if now := s.now(); t.reset.IsZero() || !now.Before(t.reset) {
+		t.used, t.reset = 0, now.Add(time.Hour)
+	}
+	return t
+}
+
+func (s *Server) rateHeaders(h http.Header, tenant string) {
+	if tenant == "" {
+		return
+	}
+	t := s.rate(tenant)
+	h.Set("X-Ratelimit-Limit", strconv.Itoa(t.limit))
+	h.Set("X-Ratelimit-Remaining", strconv.Itoa(max(t.limit-t.used, 0)))
+	h.Set("X-Ratelimit-Used", strconv.Itoa(t.used))
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(t.reset.Unix(), 10))
+	h.Set("X-Ratelimit-Resource", "core")
+}
+
+// RateLimitUsed returns the rate-limit points spent in the current window,
+// summed over installations.
+func (s *Server) RateLimitUsed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id := range s.tenants {
+		n += s.rate(id).used
+	}
+	return n
+}
+
+// RateLimitRemaining returns tenant's remaining points in the current window.
+func (s *Server) RateLimitRemaining(tenant string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.rate(tenant)
+	return max(t.limit-t.used, 0)
+}
+
+// SetRateLimit sets tenant's quota and what is left of it in the current
+// window. With remaining 0 every counted request answers 403 until the
+// window resets (one hour of the server's clock).
+func (s *Server) SetRateLimit(tenant string, limit, remaining int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.rate(tenant)
+	t.limit, t.used = limit, max(limit-remaining, 0)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("fakegithub: encoding answer: %v", err))
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// writeError answers with GitHub's error shape {message, documentation_url}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	writeJSON(w, status, map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest"})
+}

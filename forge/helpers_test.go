@@ -1,0 +1,66 @@
+package forge_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/forge/fakegithub"
+)
+
+const (
+	tenant = "31337"
+	repo   = "octo/widgets"
+)
+
+// clock is a manual clock shared by the fake and the client.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Now().Truncate(time.Second)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type env struct {
+	gh    *fakegithub.Server
+	c     *forge.Client
+	clock *clock
+	ctx   context.Context
+}
+
+type envOpts struct {
+	prefix  string
+	timeout time.Duration
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	clk := newClock()
+	gh := fakegithub.NewWithOptions(t, fakegithub.Options{PathPrefix: o.prefix, Clock: clk.Now})
+	gh.AddRepo(tenant, repo, "main")
+	c, err := forge.New(forge.Config{
+		BaseURL:    gh.URL(),
+		AppID:      gh.AppID(),
+		PrivateKey: gh.PrivateKeyPEM(),
+		Clock:      clk.Now,
+		Timeout:    o.timeout,
+	})
+	if err != nil {
+		t.Fatalf("forge.New: %v", err)
+	}
+	return &env{gh: gh, c: c, clock: clk, ctx: context.Background()}
+}
