@@ -337,7 +337,10 @@ func checkTranslation(t *testing.T, got Translation, w want) {
 			t.Errorf("event %d is not a valid /event body: %v", i, err)
 		}
 		d := *e.Details
-		d.Reason = ""
+		if e.EventType == "pull_request" && d.Base != w.base {
+			t.Errorf("event %d: details.base = %q, want %q", i, d.Base, w.base)
+		}
+		d.Reason, d.Base = "", ""
 		e.Details = &d
 	}
 	var wantEvents []leasedo.Event

@@ -120,7 +120,9 @@ func translatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) 
 	t := Translation{Base: pr.Base.Ref}
 	notEligible := ineligibility(pr, opt)
 	one := func(reason string) (Translation, error) {
-		t.Events = []leasedo.Event{event(d, p.Action, pr.Number, pr.Head.Sha, reason)}
+		ev := event(d, p.Action, pr.Number, pr.Head.Sha, reason)
+		ev.Details.Base = pr.Base.Ref
+		t.Events = []leasedo.Event{ev}
 		return t, nil
 	}
 	switch p.Action {
@@ -151,17 +153,27 @@ func translatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) 
 	return t, nil
 }
 
-// ineligibility says why pr is not eligible (SPEC §4), "" when it is: open,
-// not a draft, and carrying the trigger label or with auto-merge enabled.
-func ineligibility(pr *pullRequest, opt Options) string {
+// Eligibility is what SPEC §4's eligibility rule reads of a pull request;
+// the webhook path fills it from a payload, the cron from GitHub's API.
+type Eligibility struct {
+	State     string // open, closed
+	Draft     bool
+	Labels    []string
+	AutoMerge bool // auto_merge is not null
+}
+
+// Ineligibility says why a pull request is not eligible (SPEC §4), "" when
+// it is: open, not a draft, and carrying the trigger label or with
+// auto-merge enabled (each trigger can be off).
+func Ineligibility(e Eligibility, opt Options) string {
 	switch {
-	case pr.State != "open":
-		return "pull request is " + orUnknown(pr.State)
-	case pr.Draft:
+	case e.State != "open":
+		return "pull request is " + orUnknown(e.State)
+	case e.Draft:
 		return "pull request is a draft"
-	case opt.TriggerLabel != "" && hasLabel(pr, opt.TriggerLabel):
+	case opt.TriggerLabel != "" && hasLabel(e.Labels, opt.TriggerLabel):
 		return ""
-	case opt.AutoMergeTrigger && pr.AutoMerge != nil:
+	case opt.AutoMergeTrigger && e.AutoMerge:
 		return ""
 	case opt.TriggerLabel == "" && !opt.AutoMergeTrigger:
 		return "both triggers (label and auto-merge) are off"
@@ -173,10 +185,18 @@ func ineligibility(pr *pullRequest, opt Options) string {
 	return fmt.Sprintf("no %q label and auto-merge is not enabled", opt.TriggerLabel)
 }
 
-// hasLabel compares names case-insensitively, as GitHub does.
-func hasLabel(pr *pullRequest, name string) bool {
+func ineligibility(pr *pullRequest, opt Options) string {
+	e := Eligibility{State: pr.State, Draft: pr.Draft, AutoMerge: pr.AutoMerge != nil}
 	for _, l := range pr.Labels {
-		if strings.EqualFold(l.Name, name) {
+		e.Labels = append(e.Labels, l.Name)
+	}
+	return Ineligibility(e, opt)
+}
+
+// hasLabel compares names case-insensitively, as GitHub does.
+func hasLabel(labels []string, name string) bool {
+	for _, l := range labels {
+		if strings.EqualFold(l, name) {
 			return true
 		}
 	}
