@@ -35,7 +35,7 @@ func (s *Store) NewInbox(maxBatch int) *Inbox {
 	if maxBatch <= 0 {
 		maxBatch = 256
 	}
-	in := &Inbox{s: s, maxBatch: maxBatch, reqs: make(chan *enqueueReq, maxBatch), quit: make(chan struct{})}
+	in := &Inbox{s: s, maxBatch: maxBatch, reqs: make(chan *enqueueReq), quit: make(chan struct{})}
 	in.wg.Add(1)
 	go in.run()
 	return in
@@ -101,7 +101,7 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 	ctx := context.Background()
 	err := in.s.db.write(ctx, func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, body, received_at, state)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
+			VALUES (?, ?, ?, ?, ?, coalesce(?, x''), ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
 		if err != nil {
 			return fmt.Errorf("store deliveries: %w", err)
 		}
@@ -207,6 +207,7 @@ func (s *Store) DeliveryCounts(ctx context.Context) (map[string]int, error) {
 // with marking the delivery done: a delivery is applied exactly once.
 type Batch struct {
 	Events       []Event // queue events for the lease's (tenant, repo)
+	Log          []Event // written to the event log only, no queue action (ignored deliveries)
 	Track        []Key   // repositories to track
 	Forget       []Key   // repositories to forget (uninstalled)
 	ForgetTenant bool    // forget every repository of the lease's tenant
@@ -236,6 +237,14 @@ func (s *Store) ApplyDelivery(ctx context.Context, l *Lease, seq int64, b Batch)
 				return err
 			}
 			results = append(results, r)
+		}
+		for _, ev := range b.Log {
+			if ev.Key() != l.Key {
+				return fmt.Errorf("delivery %d: event for %s under the lease of %s", seq, ev.Key(), l.Key)
+			}
+			if err := insertEvent(ctx, tx, ev.Key(), now, ev); err != nil {
+				return err
+			}
 		}
 		if err := track(ctx, tx, now, b.Track); err != nil {
 			return err

@@ -242,7 +242,13 @@ func (s *Store) gateEvent(ctx context.Context, tx *sql.Tx, k Key, pr int, d *Det
 		}
 		return "", err
 	}
-	if err := s.recordGate(ctx, tx, k, e.PRNumber, d.Sha, d.GateResult, d.Reason, now); err != nil {
+	// Without a result the entry must be evaluated again: no reason is kept
+	// (a reason marks an entry evaluated and waiting for its next event).
+	reason := d.Reason
+	if d.GateResult == "" {
+		reason = ""
+	}
+	if err := s.recordGate(ctx, tx, k, e.PRNumber, d.Sha, d.GateResult, reason, now); err != nil {
 		return "", err
 	}
 	return ResultGateRecorded, nil
