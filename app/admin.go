@@ -1,0 +1,347 @@
+package app
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// Reconciler runs the cron's pass for one repository (POST /reconcile).
+type Reconciler interface {
+	Pass(ctx context.Context, k leasedo.Key) (leasedo.ReconcileAnswer, error)
+}
+
+// AdminConfig wires the admin listener.
+type AdminConfig struct {
+	Store      *leasedo.Store
+	Engine     *Engine    // kicked after changes, so the queue moves at once
+	Reconciler Reconciler // nil: the seed's reconcile without a GitHub resync
+	Token      string     // "" only on a loopback listener
+	Metrics    *Metrics
+	Dashboard  http.Handler // GET / and its pages; nil: none
+	Logger     zerolog.Logger
+}
+
+// maxAdminBody bounds an admin request body.
+const maxAdminBody = 1 << 20
+
+// NewAdminHandler serves the seed's contract (SPEC §3) on the admin listener.
+func NewAdminHandler(cfg AdminConfig) http.Handler {
+	a := &admin{cfg: cfg}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /event", a.event)
+	mux.HandleFunc("POST /reconcile", a.reconcile)
+	mux.HandleFunc("GET /lease", a.lease)
+	mux.HandleFunc("POST /lease/acquire", a.acquire)
+	mux.HandleFunc("POST /lease/release", a.release)
+	mux.HandleFunc("GET /queue", a.queue)
+	mux.HandleFunc("POST /deliveries/retry", a.retry)
+	mux.HandleFunc("GET /healthz", healthz(cfg.Store))
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	}
+	if cfg.Dashboard != nil {
+		mux.Handle("/", cfg.Dashboard)
+	}
+	return a.auth(mux)
+}
+
+type admin struct{ cfg AdminConfig }
+
+// auth requires the admin token when one is set: as a bearer token, or as
+// the password of HTTP basic auth (so a browser can open the dashboard).
+func (a *admin) auth(next http.Handler) http.Handler {
+	if a.cfg.Token == "" {
+		return next
+	}
+	want := []byte(a.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var got string
+		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+			got = strings.TrimPrefix(h, "Bearer ")
+		} else if _, pw, ok := r.BasicAuth(); ok {
+			got = pw
+		}
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="mergegate admin", charset="UTF-8"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized: send the admin token as a bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *admin) event(w http.ResponseWriter, r *http.Request) {
+	var ev leasedo.Event
+	if !decodeBody(w, r, &ev) {
+		return
+	}
+	if err := ev.Validate(); err != nil {
+		badRequest(w, err)
+		return
+	}
+	res, err := a.cfg.Store.ProcessEvent(r.Context(), ev, "worker")
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.kick(ev.Key())
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a *admin) reconcile(w http.ResponseWriter, r *http.Request) {
+	var k leasedo.Key
+	if !decodeBody(w, r, &k) || !validKey(w, k) {
+		return
+	}
+	var ans leasedo.ReconcileAnswer
+	var err error
+	if a.cfg.Reconciler != nil {
+		ans, err = a.cfg.Reconciler.Pass(r.Context(), k)
+	} else {
+		ans, err = a.cfg.Store.Reconcile(r.Context(), k, "cron", nil)
+	}
+	if err != nil && leasedo.IsLocked(err) {
+		a.fail(w, err)
+		return
+	}
+	if err != nil {
+		// The answer still lists what was fixed before the error.
+		a.cfg.Logger.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("reconcile")
+		writeJSON(w, http.StatusBadGateway, map[string]any{"error": err.Error(), "results": ans.Results, "queueLength": ans.QueueLength, "eventCount": ans.EventCount})
+		return
+	}
+	a.kick(k)
+	writeJSON(w, http.StatusOK, ans)
+}
+
+func (a *admin) lease(w http.ResponseWriter, r *http.Request) {
+	k, ok := queryKey(w, r)
+	if !ok {
+		return
+	}
+	st, err := a.cfg.Store.Check(r.Context(), k)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (a *admin) acquire(w http.ResponseWriter, r *http.Request) {
+	var k leasedo.Key
+	if !decodeBody(w, r, &k) || !validKey(w, k) {
+		return
+	}
+	if _, err := a.cfg.Store.Acquire(r.Context(), k, "admin"); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"acquired": true})
+}
+
+func (a *admin) release(w http.ResponseWriter, r *http.Request) {
+	var k leasedo.Key
+	if !decodeBody(w, r, &k) || !validKey(w, k) {
+		return
+	}
+	if err := a.cfg.Store.ReleaseAny(r.Context(), k); err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.kick(k) // deliveries that waited for the lease go now
+	writeJSON(w, http.StatusOK, map[string]bool{"released": true})
+}
+
+// QueueView is GET /queue's answer: the seed's shapes, the lease, and the
+// deliveries not yet applied (pending) or given up on (failed).
+type QueueView struct {
+	Queue      []leasedo.Entry       `json:"queue"`
+	Events     []leasedo.LoggedEvent `json:"events"`
+	Audit      []leasedo.AuditEntry  `json:"audit"`
+	Lease      leasedo.LeaseState    `json:"lease"`
+	Deliveries DeliveryView          `json:"deliveries"`
+}
+
+// DeliveryView lists a repository's unapplied deliveries.
+type DeliveryView struct {
+	Pending []leasedo.Delivery `json:"pending"`
+	Failed  []leasedo.Delivery `json:"failed"`
+}
+
+// LoadQueueView reads everything GET /queue shows for k.
+func LoadQueueView(ctx context.Context, s *leasedo.Store, k leasedo.Key) (QueueView, error) {
+	var v QueueView
+	var err error
+	if v.Queue, err = s.Queue(ctx, k); err != nil {
+		return v, err
+	}
+	if v.Events, err = s.Events(ctx, k); err != nil {
+		return v, err
+	}
+	if v.Audit, err = s.Audit(ctx, k); err != nil {
+		return v, err
+	}
+	if v.Lease, err = s.Check(ctx, k); err != nil {
+		return v, err
+	}
+	if v.Deliveries.Pending, err = s.Deliveries(ctx, k, leasedo.DeliveryPending, 100); err != nil {
+		return v, err
+	}
+	if v.Deliveries.Failed, err = s.Deliveries(ctx, k, leasedo.DeliveryFailed, 100); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+func (a *admin) queue(w http.ResponseWriter, r *http.Request) {
+	k, ok := queryKey(w, r)
+	if !ok {
+		return
+	}
+	v, err := LoadQueueView(r.Context(), a.cfg.Store, k)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *admin) retry(w http.ResponseWriter, r *http.Request) {
+	var k leasedo.Key
+	if !decodeBody(w, r, &k) || !validKey(w, k) {
+		return
+	}
+	n, err := a.cfg.Store.RetryFailed(r.Context(), k)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.kick(k)
+	writeJSON(w, http.StatusOK, map[string]int64{"retried": n})
+}
+
+func (a *admin) kick(k leasedo.Key) {
+	if a.cfg.Engine != nil {
+		a.cfg.Engine.Kick(k)
+	}
+}
+
+// fail answers an error: 409 locked (the seed's shape), 400 for a bad
+// field, 500 otherwise (logged; the client gets no internals).
+func (a *admin) fail(w http.ResponseWriter, err error) {
+	var le *leasedo.LockedError
+	var fe *leasedo.FieldError
+	switch {
+	case errors.As(err, &le):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "locked", "held_by": le.HeldBy})
+	case errors.As(err, &fe):
+		badRequest(w, err)
+	default:
+		a.cfg.Logger.Error().Err(err).Msg("admin request failed")
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error; see the server log"})
+	}
+}
+
+func healthz(s *leasedo.Store) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.DB().Ping(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "database does not answer"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+// decodeBody reads a JSON body; a bad one is answered 400 naming the field.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "body too large"})
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "body"
+			}
+			badRequest(w, &leasedo.FieldError{Field: field, Msg: fmt.Sprintf("must be a JSON %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)})
+			return false
+		}
+		badRequest(w, &leasedo.FieldError{Field: "body", Msg: "is not valid JSON: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int64", "float64":
+		return "number"
+	case "struct", "map", "ptr":
+		return "object"
+	case "slice":
+		return "array"
+	}
+	return goKind
+}
+
+func badRequest(w http.ResponseWriter, err error) {
+	out := map[string]string{"error": err.Error()}
+	var fe *leasedo.FieldError
+	if errors.As(err, &fe) {
+		out["field"] = fe.Field
+	}
+	writeJSON(w, http.StatusBadRequest, out)
+}
+
+func validKey(w http.ResponseWriter, k leasedo.Key) bool {
+	switch {
+	case k.Tenant == "":
+		badRequest(w, &leasedo.FieldError{Field: "tenant", Msg: "is required"})
+		return false
+	case k.Repo == "":
+		badRequest(w, &leasedo.FieldError{Field: "repo", Msg: "is required"})
+		return false
+	}
+	return true
+}
+
+func queryKey(w http.ResponseWriter, r *http.Request) (leasedo.Key, bool) {
+	k := leasedo.Key{Tenant: r.URL.Query().Get("tenant"), Repo: r.URL.Query().Get("repo")}
+	return k, validKey(w, k)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) //nolint:errcheck // the client went away
+}
+
+// IsLoopback reports whether a listen address binds only to loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

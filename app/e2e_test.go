@@ -1,0 +1,270 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+const (
+	shaA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	shaB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	shaC = "cccccccccccccccccccccccccccccccccccccccc"
+)
+
+func TestLabelledGreenPRMergesAtTestedSha(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.label(7, shaA)
+	h.settle()
+	if q := h.queue(); len(q) != 1 || q[0].Status != leasedo.StatusEvaluating || !strings.Contains(q[0].GateReason, "ci/build") {
+		t.Fatalf("before checks: %+v", q)
+	}
+	h.pass(shaA)
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	m := h.merges()[0]
+	if m.PRNumber != 7 || m.SHA != shaA || m.Method != "squash" {
+		t.Fatalf("merge = %+v, want #7 at %s by squash", m, shaA)
+	}
+	h.settle()
+	if q := h.queue(); len(q) != 0 {
+		t.Fatalf("queue after merge: %+v", q)
+	}
+	audit, _ := h.app.Store.Audit(t.Context(), testKey)
+	var acts []string
+	for _, a := range audit {
+		acts = append(acts, a.Action)
+	}
+	if got := strings.Join(acts, ","); got != "join,gate_success,merge" {
+		t.Fatalf("audit = %s", got)
+	}
+	// The PR's check run said where it stood, then that it merged.
+	runs := h.gh.CheckRuns()
+	last := runs[len(runs)-1]
+	if last.Conclusion != "success" || last.HeadSHA != shaA || last.Name != "mergegate" {
+		t.Fatalf("last check run write = %+v", last)
+	}
+}
+
+// A push after the gate passed: GitHub answers 409 to the sha guard, the PR
+// is re-gated at its new head, and the untested sha is never merged.
+func TestPushAfterGreenIsRegatedNeverMergedUntested(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.label(3, shaA)
+	h.settle()
+	// The merge meets a head that moved under it.
+	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultStatus(http.StatusConflict, "Head branch was modified. Review and try the merge again."))
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
+	h.gh.UpdatePR(testRepo, 3, func(p *fakegithub.PR) {}) // unchanged: GetPR still says shaA
+	h.checkSuite(shaA)
+	h.eventually("a re-gate after the 409", func() bool {
+		q := h.queue()
+		return len(q) == 1 && q[0].Status != leasedo.StatusGatePassed && h.gh.CallCount(fakegithub.RouteMerge) == 1
+	})
+	// The push arrives: new head, checks pending, then green.
+	h.gh.SetHead(testRepo, 3, shaB)
+	h.mustSend("pull_request", h.prPayload("synchronize", 3, shaB, "automerge"))
+	h.settle()
+	if len(h.merges()) != 0 {
+		t.Fatalf("merged before the new head's checks passed: %+v", h.merges())
+	}
+	if q := h.queue(); q[0].PRSha != shaB || q[0].Status == leasedo.StatusGatePassed {
+		t.Fatalf("after synchronize: %+v", q[0])
+	}
+	h.pass(shaB)
+	h.eventually("the merge at the new head", func() bool { return len(h.merges()) == 1 })
+	if m := h.merges()[0]; m.SHA != shaB {
+		t.Fatalf("merged %s, want the tested head %s", m.SHA, shaB)
+	}
+}
+
+// The head moved on GitHub before the merge was tried: the engine sees it
+// when it re-reads the PR and re-gates instead of merging.
+func TestHeadMovedBeforeMergeIsReevaluated(t *testing.T) {
+	h := newHarness(t)
+	h.label(4, shaA)
+	h.settle()
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
+	h.gh.SetHead(testRepo, 4, shaB) // pushed; its webhook is late
+	h.checkSuite(shaA)
+	h.eventually("the reevaluation", func() bool {
+		q := h.queue()
+		return len(q) == 1 && q[0].PRSha == shaB
+	})
+	h.settle()
+	if len(h.merges()) != 0 {
+		t.Fatalf("merged an untested head: %+v", h.merges())
+	}
+	h.pass(shaB)
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 && h.merges()[0].SHA == shaB })
+}
+
+func TestFailingCheckBouncesWithCommentAndLabelRemoved(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.label(9, shaA)
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "failure")
+	h.checkSuite(shaA)
+	h.eventually("the bounce", func() bool { return len(h.gh.Comments()) == 1 })
+	h.settle()
+	c := h.gh.Comments()[0]
+	if c.PRNumber != 9 || !strings.Contains(c.Body, `"ci/build"`) || !strings.Contains(c.Body, "automerge") {
+		t.Fatalf("comment = %+v", c)
+	}
+	if lr := h.gh.LabelsRemoved(); len(lr) != 1 || lr[0].PRNumber != 9 || lr[0].Label != "automerge" {
+		t.Fatalf("labels removed = %+v", lr)
+	}
+	if q := h.queue(); len(q) != 1 || q[0].Status != leasedo.StatusBounced {
+		t.Fatalf("queue = %+v", q)
+	}
+	if len(h.merges()) != 0 {
+		t.Fatal("a failing PR was merged")
+	}
+}
+
+func TestNotMergeable405Bounces(t *testing.T) {
+	h := newHarness(t)
+	h.label(5, shaA)
+	h.gh.SetMergeable(testRepo, 5, false)
+	h.pass(shaA)
+	h.eventually("the bounce", func() bool { return len(h.gh.Comments()) == 1 })
+	h.settle()
+	if !strings.Contains(h.gh.Comments()[0].Body, "Pull Request is not mergeable") {
+		t.Fatalf("comment does not carry GitHub's reason: %q", h.gh.Comments()[0].Body)
+	}
+	audit, _ := h.app.Store.Audit(t.Context(), testKey)
+	if a := audit[len(audit)-1]; a.Action != leasedo.AuditBounce || !strings.Contains(a.Reason, "not mergeable") {
+		t.Fatalf("last audit = %+v", a)
+	}
+}
+
+func TestThreeQueuedPRsMergeInOrderOneAtATime(t *testing.T) {
+	h := newHarness(t)
+	shas := map[int]string{1: shaA, 2: shaB, 3: shaC}
+	for _, n := range []int{1, 2, 3} {
+		h.label(n, shas[n])
+		h.clock.Advance(time.Second)
+	}
+	h.settle()
+	// All three go green at once, the last first.
+	for _, n := range []int{3, 2, 1} {
+		h.pass(shas[n])
+	}
+	h.eventually("three merges", func() bool { return len(h.merges()) == 3 })
+	for i, m := range h.merges() {
+		if m.PRNumber != i+1 || m.SHA != shas[i+1] {
+			t.Fatalf("merge %d = %+v, want #%d in queue order", i, m, i+1)
+		}
+	}
+	// One at a time: each merge call was answered before the next was sent.
+	var merges []fakegithub.Call
+	for _, c := range h.gh.Calls() {
+		if c.Route == fakegithub.RouteMerge {
+			merges = append(merges, c)
+		}
+	}
+	if len(merges) != 3 {
+		t.Fatalf("merge calls = %d, want 3 (no retries, no parallel attempts)", len(merges))
+	}
+}
+
+// A PR behind its base, where the base requires up-to-date branches, is
+// updated once and merged after its new head's checks pass.
+func TestBehindBaseUpdatedOnceThenMerged(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, true)
+	h.label(6, shaA)
+	h.gh.SetBehind(testRepo, 6, true)
+	h.pass(shaA)
+	h.eventually("the branch update", func() bool { return len(h.gh.BranchUpdates()) == 1 })
+	h.settle()
+	// Further events for the old head ask for no second update.
+	h.checkSuite(shaA)
+	h.mustSend("push", h.fixture("push/payload.json", func(m map[string]any) { m["ref"] = "refs/heads/" + testBase }))
+	h.settle()
+	if n := len(h.gh.BranchUpdates()); n != 1 {
+		t.Fatalf("branch updates = %d, want exactly 1", n)
+	}
+	if len(h.merges()) != 0 {
+		t.Fatal("merged a branch that is behind")
+	}
+	newHead := h.gh.BranchUpdates()[0].ToSHA
+	h.mustSend("pull_request", h.prPayload("synchronize", 6, newHead, "automerge"))
+	h.pass(newHead)
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	if m := h.merges()[0]; m.SHA != newHead {
+		t.Fatalf("merged %s, want the updated head %s", m.SHA, newHead)
+	}
+}
+
+// Rate-limited answers delay the merge and do not lose it.
+func TestRateLimitDelaysMergeWithoutLosingIt(t *testing.T) {
+	h := newHarness(t)
+	h.label(8, shaA)
+	h.settle()
+	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultRetryAfter(http.StatusTooManyRequests, 2))
+	h.pass(shaA)
+	h.eventually("the rate-limited attempt", func() bool { return h.gh.CallCount(fakegithub.RouteMerge) == 1 })
+	if len(h.merges()) != 0 {
+		t.Fatal("merged through a rate limit")
+	}
+	// Time passes (the injected clock) beyond retry-after: the engine's
+	// retry goes through, and only one more merge call is sent.
+	h.eventually("the merge after the limit", func() bool {
+		h.clock.Advance(50 * time.Millisecond)
+		return len(h.merges()) == 1
+	})
+	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 2 {
+		t.Fatalf("merge calls = %d, want 2 (no hammering during the limit)", n)
+	}
+	if m := h.merges()[0]; m.PRNumber != 8 || m.SHA != shaA {
+		t.Fatalf("merge = %+v", m)
+	}
+}
+
+// Calls to GitHub for one PR's life (join → gate → merge) with checks
+// already green: at most 8; a repeated read of unchanged data costs no
+// rate-limit point.
+func TestCallBudgetPerLifecycle(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.gh.AddPR(testRepo, fakegithub.PR{Number: 11, HeadSHA: shaA, BaseRef: testBase, Labels: []string{"automerge"}})
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
+	h.gh.ResetCalls()
+	h.mustSend("pull_request", h.prPayload("labeled", 11, shaA, "automerge"))
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	h.settle()
+	n := 0
+	for _, c := range h.gh.Calls() {
+		if c.Route != fakegithub.RouteCreateToken {
+			n++
+		}
+	}
+	t.Logf("GitHub calls for one PR lifecycle: %d (%v)", n, h.gh.CallCounts())
+	if n > 8 {
+		t.Fatalf("%d calls for one lifecycle, want at most 8: %v", n, h.gh.CallCounts())
+	}
+	// Re-reading unchanged data costs nothing (the first read sees the
+	// check run mergegate wrote, so it is new data; the second is not).
+	if _, err := h.app.Forge.CheckResults(t.Context(), testTenant, testRepo, shaA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.app.Forge.GetPR(t.Context(), testTenant, testRepo, 11); err != nil {
+		t.Fatal(err)
+	}
+	before := h.gh.RateLimitUsed()
+	if _, err := h.app.Forge.CheckResults(t.Context(), testTenant, testRepo, shaA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.app.Forge.GetPR(t.Context(), testTenant, testRepo, 11); err != nil {
+		t.Fatal(err)
+	}
+	if used := h.gh.RateLimitUsed() - before; used != 0 {
+		t.Fatalf("a repeated read cost %d rate-limit points", used)
+	}
+}

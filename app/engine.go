@@ -1,0 +1,285 @@
+// Package app composes the store, the webhook inbox and GitHub into the
+// merge engine, and serves mergegate's HTTP surface.
+package app
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/webhook"
+)
+
+// EngineConfig wires the engine.
+type EngineConfig struct {
+	Store       *leasedo.Store
+	Forge       *forge.Client // nil: deliveries are applied, gates wait
+	Options     webhook.Options
+	MergeMethod string // merge, squash or rebase
+	Clock       leasedo.Clock
+	Logger      zerolog.Logger
+	// MaxAttempts before a delivery that keeps failing is marked failed.
+	MaxAttempts int
+	// Retention of processed deliveries before they are pruned.
+	Retention time.Duration
+	// OnTracked is told of repositories an installation event added, so
+	// they can be resynced at once (the cron's pass for one repository).
+	OnTracked func(keys []leasedo.Key)
+	Metrics   *Metrics // nil: none
+}
+
+// Engine drains the inbox per (tenant, repo), in arrival order, under the
+// repository's lease, and then advances its queue: evaluate gates, merge the
+// head at its tested sha, bounce what cannot merge. One goroutine per active
+// repository; a repository with nothing to do has none.
+type Engine struct {
+	cfg    EngineConfig
+	store  *leasedo.Store
+	forge  *forge.Client
+	clock  leasedo.Clock
+	log    zerolog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	workers map[leasedo.Key]*worker
+	wg      sync.WaitGroup
+	started bool
+	stopped bool
+
+	reqMu    sync.Mutex
+	required map[string]cachedRequired
+}
+
+type worker struct {
+	key  leasedo.Key
+	wake chan struct{}
+	busy bool // in a pass, or a retry is scheduled (guarded by Engine.mu)
+}
+
+type cachedRequired struct {
+	req forge.Required
+	at  time.Time
+}
+
+// NewEngine returns an engine; Start runs it.
+func NewEngine(cfg EngineConfig) *Engine {
+	if cfg.Clock == nil {
+		cfg.Clock = leasedo.SystemClock{}
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 72 * time.Hour
+	}
+	if cfg.MergeMethod == "" {
+		cfg.MergeMethod = forge.MethodMerge
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{
+		cfg: cfg, store: cfg.Store, forge: cfg.Forge, clock: cfg.Clock, log: cfg.Logger,
+		ctx: ctx, cancel: cancel,
+		workers:  map[leasedo.Key]*worker{},
+		required: map[string]cachedRequired{},
+	}
+}
+
+// Start resumes every repository with pending deliveries (what a crash or
+// restart left) and starts the housekeeping loop.
+func (e *Engine) Start() error {
+	keys, err := e.store.PendingKeys(e.ctx)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.started = true
+	e.mu.Unlock()
+	for _, k := range keys {
+		e.Kick(k)
+	}
+	if len(keys) > 0 {
+		e.log.Info().Int("repos", len(keys)).Msg("resuming pending deliveries")
+	}
+	e.wg.Add(1)
+	go e.housekeeping()
+	return nil
+}
+
+// Stop stops the workers and waits for them. Each releases the leases it
+// holds (and only those) on its way out.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+	e.cancel()
+	e.wg.Wait()
+}
+
+// Kick wakes k's worker, starting one if none runs. Before Start (a
+// one-shot command) and after Stop it does nothing.
+func (e *Engine) Kick(k leasedo.Key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.started || e.stopped {
+		return
+	}
+	w := e.workers[k]
+	if w == nil {
+		w = &worker{key: k, wake: make(chan struct{}, 1)}
+		e.workers[k] = w
+		e.wg.Add(1)
+		go e.run(w)
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Busy counts repositories with work under way or due: a pass running, a
+// wake-up pending or a retry scheduled. Tests and replay wait for 0.
+func (e *Engine) Busy() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, w := range e.workers {
+		if w.busy || len(w.wake) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// idleExit is how long a worker with nothing to do waits before exiting.
+const idleExit = 2 * time.Second
+
+func (e *Engine) run(w *worker) {
+	defer e.wg.Done()
+	var retry <-chan time.Time
+	idle := time.NewTimer(idleExit)
+	defer idle.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			e.removeWorker(w)
+			return
+		case <-w.wake:
+		case <-retry:
+		case <-idle.C:
+			e.mu.Lock()
+			if len(w.wake) == 0 && retry == nil {
+				delete(e.workers, w.key)
+				e.mu.Unlock()
+				return
+			}
+			e.mu.Unlock()
+			idle.Reset(idleExit)
+			continue
+		}
+		retry = nil
+		e.setBusy(w, true)
+		d := e.sync(w.key)
+		if d > 0 {
+			retry = time.After(d)
+		}
+		e.setBusy(w, d > 0)
+		idle.Reset(idleExit)
+	}
+}
+
+func (e *Engine) setBusy(w *worker, busy bool) {
+	e.mu.Lock()
+	w.busy = busy
+	e.mu.Unlock()
+}
+
+func (e *Engine) removeWorker(w *worker) {
+	e.mu.Lock()
+	if e.workers[w.key] == w {
+		delete(e.workers, w.key)
+	}
+	e.mu.Unlock()
+}
+
+// housekeeping prunes processed deliveries and sweeps for pending ones whose
+// backoff ended, so that nothing waits on a wake-up that never comes.
+func (e *Engine) housekeeping() {
+	defer e.wg.Done()
+	sweep := time.NewTicker(30 * time.Second)
+	defer sweep.Stop()
+	prune := time.NewTicker(10 * time.Minute)
+	defer prune.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-sweep.C:
+			keys, err := e.store.PendingKeys(e.ctx)
+			if err != nil {
+				e.log.Error().Err(err).Msg("sweep pending deliveries")
+				continue
+			}
+			for _, k := range keys {
+				e.Kick(k)
+			}
+		case <-prune.C:
+			e.Prune(e.ctx)
+		}
+	}
+}
+
+// Prune deletes processed deliveries older than the retention period.
+func (e *Engine) Prune(ctx context.Context) {
+	n, err := e.store.Prune(ctx, e.clock.Now().Add(-e.cfg.Retention))
+	if err != nil {
+		e.log.Error().Err(err).Msg("prune deliveries")
+		return
+	}
+	if n > 0 {
+		e.log.Info().Int64("deleted", n).Msg("pruned processed deliveries")
+	}
+}
+
+// sync is one pass over k: drain its inbox, then advance its queue. It
+// returns how long to wait before the next pass when work remains (a held
+// lease, a backoff, a rate limit), 0 when it is done until the next kick.
+func (e *Engine) sync(k leasedo.Key) time.Duration {
+	ctx := e.ctx
+	l, err := e.store.Acquire(ctx, k, "worker")
+	if err != nil {
+		var le *leasedo.LockedError
+		if errors.As(err, &le) {
+			// Held by the cron, an operator or another process: the
+			// deliveries stay pending and are retried, never dropped.
+			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
+			return clamp(le.ExpiresIn, 50*time.Millisecond, time.Second)
+		}
+		if ctx.Err() == nil {
+			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("acquire lease")
+		}
+		return time.Second
+	}
+	defer func() {
+		if _, err := e.store.Release(context.WithoutCancel(ctx), l); err != nil {
+			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("release lease")
+		}
+	}()
+	retry := e.drain(ctx, l)
+	if k.Repo == "" || ctx.Err() != nil {
+		return retry
+	}
+	if r := e.advance(ctx, l); r > 0 && (retry == 0 || r < retry) {
+		retry = r
+	}
+	return retry
+}
+
+func clamp(d, lo, hi time.Duration) time.Duration {
+	return max(lo, min(d, hi))
+}

@@ -1,0 +1,248 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/webhook"
+)
+
+const (
+	testTenant = "1"
+	testRepo   = "Codertocat/Hello-World"
+	testSecret = "It's a Secret to Everybody"
+	testBase   = "master"
+)
+
+var testKey = leasedo.Key{Tenant: testTenant, Repo: testRepo}
+
+// harness runs the real App (store on a SQLite file, real listeners, the
+// real forge client) against the fake GitHub, with an injected clock.
+type harness struct {
+	t      *testing.T
+	gh     *fakegithub.Server
+	app    *App
+	clock  *leasedo.ManualClock
+	pub    string // http://host:port of the public listener
+	admin  string
+	seq    atomic.Int64
+	logBuf *bytes.Buffer
+}
+
+type harnessOpt func(*Config)
+
+func newHarness(t *testing.T, opts ...harnessOpt) *harness {
+	t.Helper()
+	clk := leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	gh := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
+	gh.AddRepo(testTenant, testRepo, testBase)
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "app.pem")
+	if err := os.WriteFile(keyPath, gh.PrivateKeyPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DB: filepath.Join(dir, "mergegate.db"),
+		WebhookSecret: testSecret, AppID: gh.AppID(), PrivateKeyPath: keyPath, GitHubURL: gh.URL(),
+		ReconcileEvery: time.Hour, LeaseTTL: 30 * time.Second, LeaseDead: 90 * time.Second,
+		TriggerLabel: "automerge", AutoMerge: true, MergeMethod: "squash", Clock: clk,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	logBuf := &bytes.Buffer{}
+	log := zerolog.New(&syncWriter{w: logBuf}).Level(zerolog.DebugLevel)
+	a, err := New(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, gh: gh, app: a, clock: clk, logBuf: logBuf}
+	pub, adm := a.Addrs()
+	h.pub, h.admin = "http://"+pub, "http://"+adm
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.Shutdown(ctx) //nolint:errcheck
+		if t.Failed() {
+			t.Logf("log:\n%s", logBuf.String())
+		}
+	})
+	// The cron's start-up pass runs first; tests begin after it.
+	h.eventually("the start-up reconcile pass", func() bool { return a.Cron.Runs() >= 1 })
+	return h
+}
+
+// syncWriter serialises writes to the log buffer.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// fixture reads a payload example and applies edits to it.
+func (h *harness) fixture(name string, edit func(m map[string]any)) []byte {
+	h.t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "github-webhooks", name))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		h.t.Fatal(err)
+	}
+	m["installation"] = map[string]any{"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
+	if edit != nil {
+		edit(m)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func obj(m map[string]any, key string) map[string]any { return m[key].(map[string]any) }
+
+// prPayload edits a pull_request example into PR n at sha with labels.
+func (h *harness) prPayload(action string, n int, sha string, labels ...string) []byte {
+	file := map[string]string{"labeled": "labeled", "unlabeled": "unlabeled", "synchronize": "synchronize",
+		"closed": "closed", "opened": "opened"}[action]
+	if file == "" {
+		file = "labeled"
+	}
+	return h.fixture("pull_request/"+file+".payload.json", func(m map[string]any) {
+		m["action"] = action
+		m["number"] = n
+		pr := obj(m, "pull_request")
+		pr["number"] = n
+		pr["state"] = "open"
+		if action == "closed" {
+			pr["state"] = "closed"
+		}
+		pr["draft"] = false
+		pr["auto_merge"] = nil
+		obj(pr, "head")["sha"] = sha
+		obj(pr, "base")["ref"] = testBase
+		var ls []any
+		for _, l := range labels {
+			ls = append(ls, map[string]any{"name": l})
+		}
+		pr["labels"] = ls
+		if action == "labeled" || action == "unlabeled" {
+			m["label"] = map[string]any{"name": "automerge"}
+		}
+	})
+}
+
+// send delivers a signed payload to the public listener.
+func (h *harness) send(event string, body []byte) int {
+	h.t.Helper()
+	id := fmt.Sprintf("delivery-%d", h.seq.Add(1))
+	return h.sendID(event, id, body)
+}
+
+func (h *harness) sendID(event, id string, body []byte) int {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.pub+"/webhook", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", webhook.Sign(testSecret, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (h *harness) mustSend(event string, body []byte) {
+	h.t.Helper()
+	if code := h.send(event, body); code != http.StatusAccepted {
+		h.t.Fatalf("%s delivery answered %d, want 202", event, code)
+	}
+}
+
+// label: a PR labelled automerge (exists on the fake GitHub too).
+func (h *harness) label(n int, sha string) {
+	h.t.Helper()
+	if _, ok := h.gh.PR(testRepo, n); !ok {
+		h.gh.AddPR(testRepo, fakegithub.PR{Number: n, HeadSHA: sha, BaseRef: testBase, Labels: []string{"automerge"}, Author: "octocat"})
+	} else {
+		h.gh.SetLabels(testRepo, n, "automerge")
+	}
+	h.mustSend("pull_request", h.prPayload("labeled", n, sha, "automerge"))
+}
+
+// checkSuite: a check_suite completed for sha (checks re-read from GitHub).
+func (h *harness) checkSuite(sha string) {
+	h.t.Helper()
+	h.mustSend("check_suite", h.fixture("check_suite/completed.payload.json", func(m map[string]any) {
+		obj(m, "check_suite")["head_sha"] = sha
+		obj(m, "check_suite")["pull_requests"] = []any{}
+	}))
+}
+
+// pass: CI reports green for sha on GitHub, and GitHub tells mergegate.
+func (h *harness) pass(sha string) {
+	h.t.Helper()
+	h.gh.SetCheckRun(testRepo, sha, "ci/build", "completed", "success")
+	h.checkSuite(sha)
+}
+
+func (h *harness) queue() []leasedo.Item {
+	h.t.Helper()
+	items, err := h.app.Store.Items(context.Background(), testKey)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return items
+}
+
+// eventually polls cond until it holds (synchronisation, not timing: the
+// engine works asynchronously after the 202).
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for: %s\nqueue: %+v\nmerges: %+v", what, h.queue(), h.gh.Merges())
+}
+
+// settle waits until every delivery is applied and no worker runs.
+func (h *harness) settle() {
+	h.t.Helper()
+	h.eventually("the engine to settle", func() bool {
+		keys, err := h.app.Store.PendingKeys(context.Background())
+		return err == nil && len(keys) == 0 && h.app.Engine.Busy() == 0
+	})
+}
+
+func (h *harness) merges() []fakegithub.Merge { return h.gh.Merges() }

@@ -1,0 +1,157 @@
+package app
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// Metrics are mergegate's Prometheus series. A nil *Metrics records nothing.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	deliveries     *prometheus.CounterVec
+	ingestLatency  prometheus.Histogram
+	processLatency prometheus.Histogram
+	queueDepth     *prometheus.GaugeVec
+	oldestEntry    *prometheus.GaugeVec
+	merges         *prometheus.CounterVec
+	bounces        *prometheus.CounterVec
+	branchUpdates  *prometheus.CounterVec
+	gateEvals      *prometheus.CounterVec
+	timeToMerge    prometheus.Histogram
+	webhookReqs    *prometheus.CounterVec
+}
+
+// NewMetrics registers mergegate's series (and Go's and the process's) on
+// a fresh registry.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: r,
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_deliveries_total",
+			Help: "Webhook deliveries processed, by event and outcome (joined, left, ignored, failed, ...)."}, []string{"event", "outcome"}),
+		webhookReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_webhook_requests_total",
+			Help: "Requests to POST /webhook by HTTP status."}, []string{"status"}),
+		ingestLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mergegate_ingest_seconds",
+			Help: "Time from a delivery's request to its durable 202.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		processLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mergegate_processing_delay_seconds",
+			Help: "Time from a delivery's receipt to its application to the queue.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mergegate_queue_depth",
+			Help: "Entries in the merge queue."}, []string{"tenant", "repo"}),
+		oldestEntry: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mergegate_queue_oldest_entry_age_seconds",
+			Help: "Age of the oldest entry in the merge queue."}, []string{"tenant", "repo"}),
+		merges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_merges_total",
+			Help: "Pull requests merged."}, []string{"tenant", "repo"}),
+		bounces: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_bounces_total",
+			Help: "Pull requests bounced, by reason."}, []string{"reason"}),
+		branchUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_branch_updates_total",
+			Help: "Branches updated from their base before a merge."}, []string{"tenant", "repo"}),
+		gateEvals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_gate_evaluations_total",
+			Help: "Gate evaluations by result."}, []string{"result"}),
+		timeToMerge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mergegate_time_to_merge_seconds",
+			Help: "Time from joining the queue to the merge.", Buckets: prometheus.ExponentialBuckets(1, 2, 16)}),
+	}
+	r.MustRegister(m.deliveries, m.webhookReqs, m.ingestLatency, m.processLatency, m.queueDepth, m.oldestEntry,
+		m.merges, m.bounces, m.branchUpdates, m.gateEvals, m.timeToMerge)
+	return m
+}
+
+func (m *Metrics) delivery(event, outcome string, _ time.Duration, received, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.deliveries.WithLabelValues(event, outcome).Inc()
+	if d := now.Sub(received); d >= 0 && outcome != "failed" {
+		m.processLatency.Observe(d.Seconds())
+	}
+}
+
+// Webhook records one POST /webhook answer and its latency.
+func (m *Metrics) Webhook(status int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.webhookReqs.WithLabelValues(itoa(status)).Inc()
+	if status == 202 {
+		m.ingestLatency.Observe(took.Seconds())
+	}
+}
+
+func (m *Metrics) queue(k leasedo.Key, items []leasedo.Item, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.queueDepth.WithLabelValues(k.Tenant, k.Repo).Set(float64(len(items)))
+	age := 0.0
+	if len(items) > 0 {
+		age = now.Sub(time.UnixMilli(items[0].QueuedAt)).Seconds()
+	}
+	m.oldestEntry.WithLabelValues(k.Tenant, k.Repo).Set(age)
+}
+
+func (m *Metrics) merged(k leasedo.Key, waited time.Duration) {
+	if m == nil {
+		return
+	}
+	m.merges.WithLabelValues(k.Tenant, k.Repo).Inc()
+	if waited > 0 {
+		m.timeToMerge.Observe(waited.Seconds())
+	}
+}
+
+func (m *Metrics) bounced(_ leasedo.Key, reason string) {
+	if m == nil {
+		return
+	}
+	m.bounces.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) branchUpdate(k leasedo.Key) {
+	if m == nil {
+		return
+	}
+	m.branchUpdates.WithLabelValues(k.Tenant, k.Repo).Inc()
+}
+
+func (m *Metrics) gate(result string, _ time.Duration) {
+	if m == nil {
+		return
+	}
+	m.gateEvals.WithLabelValues(result).Inc()
+}
+
+func itoa(n int) string {
+	const digits = "0123456789"
+	if n >= 100 && n < 1000 {
+		return string([]byte{digits[n/100], digits[n/10%10], digits[n%10]})
+	}
+	return "other"
+}
+
+// instrumentWebhook counts POST /webhook answers and times the durable 202.
+func (m *Metrics) instrumentWebhook(h http.Handler) http.Handler {
+	if m == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		m.Webhook(sw.status, time.Since(start))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}

@@ -1,0 +1,88 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// Recorded is one delivery as `serve --record` writes it and `replay`
+// reads it (SPEC §8). Signatures and secrets are never recorded: replay
+// signs with its own configured secret.
+type Recorded struct {
+	Event    string            `json:"event"`
+	Delivery string            `json:"delivery"`
+	Headers  map[string]string `json:"headers"`
+	Payload  json.RawMessage   `json:"payload"`
+}
+
+// Recorder writes every accepted delivery into a folder, one file each,
+// named so that `ls` lists them in arrival order.
+type Recorder struct {
+	dir string
+	mu  sync.Mutex
+	n   int
+}
+
+// NewRecorder creates dir if needed and continues its numbering.
+func NewRecorder(dir string) (*Recorder, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("--record %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--record %s: %w", dir, err)
+	}
+	n := 0
+	for _, e := range entries {
+		var k int
+		if _, err := fmt.Sscanf(e.Name(), "%06d-", &k); err == nil && k > n {
+			n = k
+		}
+	}
+	return &Recorder{dir: dir, n: n}, nil
+}
+
+// Record writes d (atomically: a temporary file renamed into place).
+func (r *Recorder) Record(d leasedo.Delivery) error {
+	rec := Recorded{
+		Event: d.Event, Delivery: d.ID,
+		Headers: map[string]string{
+			"X-GitHub-Event":    d.Event,
+			"X-GitHub-Delivery": d.ID,
+			"Content-Type":      "application/json",
+		},
+		Payload: json.RawMessage(d.Body),
+	}
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("record %s: %w", d.ID, err)
+	}
+	r.mu.Lock()
+	r.n++
+	name := fmt.Sprintf("%06d-%s-%s.json", r.n, safeName(d.Event), safeName(d.ID))
+	r.mu.Unlock()
+	tmp := filepath.Join(r.dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o640); err != nil {
+		return fmt.Errorf("record %s: %w", d.ID, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(r.dir, name)); err != nil {
+		return fmt.Errorf("record %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, s)
+}

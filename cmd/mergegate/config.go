@@ -1,0 +1,170 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mergegate/mergegate/app"
+)
+
+// setting is one flag with its environment variable (SPEC §1).
+type setting struct {
+	name, env, def, usage string
+}
+
+var serveSettings = []setting{
+	{"addr", "MERGEGATE_ADDR", ":8080", "public listener: /webhook, /healthz"},
+	{"admin-addr", "MERGEGATE_ADMIN_ADDR", "127.0.0.1:8081", "admin listener: admin API, dashboard, /metrics, /healthz"},
+	{"db", "MERGEGATE_DB", "mergegate.db", "SQLite file (created and migrated on start)"},
+	{"sync", "MERGEGATE_SYNC", "normal", "SQLite durability: normal (a power loss may lose the last commits) or full (fsync every commit)"},
+	{"webhook-secret", "GITHUB_WEBHOOK_SECRET", "", "webhook secrets, comma-separated: any one verifies (rotation)"},
+	{"app-id", "GITHUB_APP_ID", "", "GitHub App id"},
+	{"private-key", "GITHUB_PRIVATE_KEY_PATH", "", "PEM file of the App's private key"},
+	{"github-url", "GITHUB_API_URL", "https://api.github.com/", "GitHub REST base URL (GitHub Enterprise Server: https://HOST/api/v3/)"},
+	{"admin-token", "MERGEGATE_ADMIN_TOKEN", "", "bearer token for the admin listener; required unless it listens on loopback"},
+	{"reconcile-every", "MERGEGATE_RECONCILE_EVERY", "5m", "cron period"},
+	{"lease-ttl", "MERGEGATE_LEASE_TTL", "30s", "lease TTL (active -> stale)"},
+	{"lease-dead", "MERGEGATE_LEASE_DEAD", "90s", "age at which the cron force-releases a lease (stale -> dead)"},
+	{"trigger-label", "MERGEGATE_TRIGGER_LABEL", "automerge", "label that puts a PR in the queue; empty turns the label trigger off"},
+	{"auto-merge-trigger", "MERGEGATE_AUTO_MERGE_TRIGGER", "true", "GitHub auto-merge puts a PR in the queue"},
+	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "merge, squash or rebase"},
+	{"record", "MERGEGATE_RECORD", "", "write every accepted delivery into this folder (for replay)"},
+	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
+	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
+}
+
+// values is a parsed command line: every setting resolved as flag, then
+// environment, then config file, then default.
+type values map[string]string
+
+// parseSettings defines list on fs, parses args and resolves each setting.
+func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, error) {
+	ptrs := map[string]*string{}
+	for _, s := range list {
+		usage := s.usage
+		if s.env != "" {
+			usage += " (env " + s.env + ")"
+		}
+		ptrs[s.name] = fs.String(s.name, s.def, usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	env := func(s setting) (string, bool) {
+		if s.env == "" {
+			return "", false
+		}
+		return os.LookupEnv(s.env)
+	}
+	// The config file's own location: flag, then environment.
+	var file map[string]string
+	for _, s := range list {
+		if s.name != "config" {
+			continue
+		}
+		path := *ptrs["config"]
+		if !set["config"] {
+			if v, ok := env(s); ok {
+				path = v
+			}
+		}
+		if path != "" {
+			var err error
+			if file, err = readConfigFile(path, list); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := values{}
+	for _, s := range list {
+		v := *ptrs[s.name]
+		if !set[s.name] {
+			if ev, ok := env(s); ok {
+				v = ev
+			} else if fv, ok := file[s.name]; ok {
+				v = fv
+			}
+		}
+		out[s.name] = v
+	}
+	return out, nil
+}
+
+// readConfigFile reads a YAML map whose keys are flag names.
+func readConfigFile(path string, list []setting) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	known := map[string]bool{}
+	for _, s := range list {
+		known[s.name] = true
+	}
+	out := map[string]string{}
+	var unknown []string
+	for k, v := range raw {
+		if !known[k] || k == "config" {
+			unknown = append(unknown, k)
+			continue
+		}
+		out[k] = fmt.Sprint(v)
+		if v == nil {
+			out[k] = ""
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("--config %s: unknown keys %s (keys are the flag names, e.g. admin-addr)", path, strings.Join(unknown, ", "))
+	}
+	return out, nil
+}
+
+// appConfig converts resolved settings into app.Config, naming a bad value.
+func (v values) appConfig() (app.Config, error) {
+	c := app.Config{
+		Addr: v["addr"], AdminAddr: v["admin-addr"], DB: v["db"], Sync: v["sync"],
+		WebhookSecret: v["webhook-secret"], PrivateKeyPath: v["private-key"], GitHubURL: v["github-url"],
+		AdminToken: v["admin-token"], TriggerLabel: v["trigger-label"], MergeMethod: v["merge-method"],
+		RecordDir: v["record"],
+	}
+	var err error
+	dur := func(name string) time.Duration {
+		if err != nil {
+			return 0
+		}
+		d, e := time.ParseDuration(v[name])
+		if e != nil {
+			err = fmt.Errorf("--%s %q: want a duration like 30s or 5m", name, v[name])
+		}
+		return d
+	}
+	c.ReconcileEvery = dur("reconcile-every")
+	c.LeaseTTL = dur("lease-ttl")
+	c.LeaseDead = dur("lease-dead")
+	if err != nil {
+		return c, err
+	}
+	if s := v["app-id"]; s != "" {
+		if c.AppID, err = strconv.ParseInt(s, 10, 64); err != nil || c.AppID <= 0 {
+			return c, fmt.Errorf("--app-id %q: want the App's numeric id", s)
+		}
+	}
+	if c.AutoMerge, err = strconv.ParseBool(v["auto-merge-trigger"]); err != nil {
+		return c, fmt.Errorf("--auto-merge-trigger %q: want true or false", v["auto-merge-trigger"])
+	}
+	return c, c.Validate()
+}

@@ -1,0 +1,271 @@
+// Command mergegate is a self-hosted GitHub App that keeps a merge queue per
+// repository and merges pull requests whose required checks passed, one at
+// a time, at the commit that was tested.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/migrations"
+)
+
+// Set at build time: -ldflags "-X main.version=v1.2.3 -X main.commit=abc".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+const usage = `mergegate — a merge queue for GitHub, self-hosted
+
+Usage:
+  mergegate serve [flags]                      run the App (webhooks, queue, cron, admin API)
+  mergegate replay [flags] FILE|DIR...         send recorded deliveries, or run them offline
+  mergegate reconcile --tenant T --repo R      run the cron's pass for one repository now
+  mergegate migrate [--db FILE]                apply database migrations and exit
+  mergegate version                            print version, commit and schema version
+  mergegate help [COMMAND]                     this text, or a command's flags
+
+Every flag also reads an environment variable (see 'mergegate help serve').
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(rest, stderr)
+	case "migrate":
+		err = migrate(rest, stdout, stderr)
+	case "reconcile":
+		err = reconcileCmd(rest, stdout, stderr)
+	case "replay":
+		err = replayCmd(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	case "help", "-h", "--help", "-help":
+		return help(rest, stdout)
+	default:
+		fmt.Fprintf(stderr, "mergegate: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "mergegate %s: %v\n", cmd, err)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mergegate %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// usageError is a bad command line (exit 2).
+type usageError struct{ error }
+
+func help(args []string, stdout io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	switch args[0] {
+	case "serve":
+		parseSettings(fs, serveSettings, nil) //nolint:errcheck
+	case "migrate":
+		parseSettings(fs, dbSettings(), nil) //nolint:errcheck
+	case "reconcile":
+		parseSettings(fs, reconcileSettings(), nil) //nolint:errcheck
+	case "replay":
+		parseSettings(fs, replaySettings, nil) //nolint:errcheck
+	default:
+		fmt.Fprint(stdout, usage)
+		return 2
+	}
+	fmt.Fprintf(stdout, "mergegate %s flags:\n", args[0])
+	fs.PrintDefaults()
+	return 0
+}
+
+func versionString() string {
+	c := commit
+	if c == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					c = s.Value
+				}
+			}
+		}
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	return fmt.Sprintf("mergegate %s (commit %s, schema version %d)", version, c, migrations.Latest())
+}
+
+func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(v["log-level"])
+	if err != nil || v["log-level"] == "" {
+		return zerolog.Logger{}, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", v["log-level"])}
+	}
+	var w io.Writer = stderr
+	switch v["log-format"] {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Logger{}, usageError{fmt.Errorf("--log-format %q: want json or console", v["log-format"])}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+func serve(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v, err := parseSettings(fs, serveSettings, args)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	log, err := newLogger(v, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := v.appConfig()
+	if err != nil {
+		return usageError{err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := a.Start(); err != nil {
+		a.Shutdown(context.Background()) //nolint:errcheck
+		return err
+	}
+	<-ctx.Done()
+	log.Info().Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return a.Shutdown(sctx)
+}
+
+func dbSettings() []setting {
+	var out []setting
+	for _, s := range serveSettings {
+		if s.name == "db" || s.name == "config" || s.name == "sync" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func migrate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v, err := parseSettings(fs, dbSettings(), args)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	// Read the version first so the answer can say what changed.
+	ro, err := leasedo.Open(ctx, v["db"], leasedo.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	from, err := ro.SchemaVersion(ctx)
+	ro.Close()
+	if err != nil {
+		return err
+	}
+	db, err := leasedo.Open(ctx, v["db"], leasedo.Options{Sync: v["sync"]})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	to, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: schema version %d -> %d\n", v["db"], from, to)
+	return nil
+}
+
+func reconcileSettings() []setting {
+	out := append([]setting{}, serveSettings...)
+	return append(out,
+		setting{"tenant", "", "", "installation id"},
+		setting{"repo", "", "", "owner/name"},
+	)
+}
+
+func reconcileCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v, err := parseSettings(fs, reconcileSettings(), args)
+	if err != nil {
+		return err
+	}
+	k := leasedo.Key{Tenant: v["tenant"], Repo: v["repo"]}
+	if k.Tenant == "" || k.Repo == "" {
+		return usageError{errors.New("--tenant and --repo are required")}
+	}
+	log, err := newLogger(v, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := v.appConfig()
+	if err != nil {
+		return usageError{err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Shutdown(context.Background()) //nolint:errcheck
+	ans, err := a.Reconciler.Pass(ctx, k)
+	if err != nil {
+		var le *leasedo.LockedError
+		if errors.As(err, &le) {
+			return fmt.Errorf("%s is locked (held by %s); the next pass reconciles it", k, le.HeldBy)
+		}
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(ans)
+}
