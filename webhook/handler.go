@@ -137,7 +137,7 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request) outcome {
 		}
 		payload = []byte(values.Get("payload"))
 	}
-	meta, err := Parse(o.d.Event, payload)
+	meta, err := parseEnvelope(payload)
 	if err != nil {
 		return fail(http.StatusBadRequest, err.Error())
 	}
