@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/mergegate/mergegate/migrations"
-	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
+	"modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DB is mergegate's SQLite database: one writer connection whose
@@ -67,7 +69,7 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	w.SetMaxOpenConns(1) // the single writer
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	if err := w.PingContext(ctx); err != nil {
+	if err := pingRetryBusy(ctx, w, busy); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -92,6 +94,28 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// pingRetryBusy opens the first writer connection, which switches a new
+// file to WAL. Two processes doing so at once deadlock (SHARED→EXCLUSIVE)
+// and SQLite answers one of them SQLITE_BUSY without calling the busy
+// handler, so that case is retried within the busy timeout.
+func pingRetryBusy(ctx context.Context, w *sql.DB, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	for {
+		err := w.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // Path is the database file.

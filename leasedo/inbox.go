@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -283,12 +284,16 @@ func (s *Store) ApplyDelivery(ctx context.Context, l *Lease, seq int64, b Batch)
 func (s *Store) FailDelivery(ctx context.Context, seq int64, cause error, backoff time.Duration, maxAttempts int) (failed bool, err error) {
 	msg := cause.Error()
 	if len(msg) > 2000 {
-		msg = msg[:2000]
+		msg = strings.ToValidUTF8(msg[:2000], "")
 	}
 	err = s.db.write(ctx, func(tx *sql.Tx) error {
 		var attempts int
-		if err := tx.QueryRowContext(ctx, `SELECT attempts FROM deliveries WHERE seq = ?`, seq).Scan(&attempts); err != nil {
+		var cur string
+		if err := tx.QueryRowContext(ctx, `SELECT attempts, state FROM deliveries WHERE seq = ?`, seq).Scan(&attempts, &cur); err != nil {
 			return fmt.Errorf("delivery %d: %w", seq, err)
+		}
+		if cur != DeliveryPending {
+			return nil // applied or failed meanwhile (by a holder that took over): never re-open it
 		}
 		attempts++
 		state := DeliveryPending

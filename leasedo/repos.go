@@ -74,8 +74,14 @@ func forget(ctx context.Context, tx *sql.Tx, now int64, keys []Key) error {
 }
 
 func tenantRepos(ctx context.Context, tx *sql.Tx, tenant string) ([]Key, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT repo FROM repos WHERE tenant = ?
-		UNION SELECT repo FROM queue WHERE tenant = ? UNION SELECT repo FROM events WHERE tenant = ?`, tenant, tenant, tenant)
+	// Every trace of the tenant's repositories; the tenant-level key (repo
+	// "") is left alone: its lease is the caller's.
+	rows, err := tx.QueryContext(ctx, `SELECT repo FROM repos WHERE tenant = ?1
+		UNION SELECT repo FROM queue WHERE tenant = ?1
+		UNION SELECT repo FROM events WHERE tenant = ?1
+		UNION SELECT repo FROM audit WHERE tenant = ?1
+		UNION SELECT repo FROM leases WHERE tenant = ?1 AND repo != ''
+		UNION SELECT repo FROM deliveries WHERE tenant = ?1 AND repo != '' AND state != 'done'`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s: list repositories: %w", tenant, err)
 	}

@@ -1,0 +1,105 @@
+package leasedo
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+)
+
+// Benchmarks run with sync=normal (the default: WAL, no fsync per commit)
+// and sync=full (every commit fsynced), and report ops/s besides ns/op:
+//
+//	go test -run XXX -bench . -benchtime 2000x ./leasedo/
+
+var syncModes = []string{"normal", "full"}
+
+func reportOps(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, mode := range syncModes {
+		b.Run("sync="+mode, func(b *testing.B) {
+			s, _ := openTB(b, Options{Sync: mode})
+			ctx := context.Background()
+			for b.Loop() {
+				l, err := s.Acquire(ctx, key, "worker")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ok, err := s.Release(ctx, l); !ok || err != nil {
+					b.Fatalf("release: %v %v", ok, err)
+				}
+			}
+			reportOps(b)
+		})
+	}
+}
+
+// BenchmarkProcessEvent: the seed's process_event (acquire, apply, release:
+// three transactions), a join then a leave of the same PR, alternating, on
+// one repo or spread over 100.
+func BenchmarkProcessEvent(b *testing.B) {
+	for _, repos := range []int{1, 100} {
+		for _, mode := range syncModes {
+			b.Run(fmt.Sprintf("repos=%d/sync=%s", repos, mode), func(b *testing.B) {
+				s, _ := openTB(b, Options{Sync: mode})
+				ctx := context.Background()
+				keys := make([]Key, repos)
+				for i := range keys {
+					keys[i] = Key{Tenant: "42", Repo: fmt.Sprintf("octo/repo-%03d", i)}
+				}
+				i := 0
+				for b.Loop() {
+					k := keys[i%repos]
+					ev := Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "labeled", PRNumber: 7, Details: &Details{Sha: "abc123"}}
+					want := ResultJoined
+					if (i/repos)%2 == 1 {
+						ev.Action, ev.Details, want = "unlabeled", nil, ResultLeft
+					}
+					r, err := s.ProcessEvent(ctx, ev, "worker")
+					if err != nil || r.Result != want {
+						b.Fatalf("event %d: %+v %v, want %s", i, r, err, want)
+					}
+					i++
+				}
+				reportOps(b)
+			})
+		}
+	}
+}
+
+// BenchmarkInboxEnqueueParallel: concurrent webhook handlers storing 24 KB
+// deliveries through the group-committing inbox.
+func BenchmarkInboxEnqueueParallel(b *testing.B) {
+	body := bytes.Repeat([]byte(`{"action":"synchronize","pull_request":{"number":1}}`), 24<<10/52+1)[:24<<10]
+	for _, mode := range syncModes {
+		b.Run("sync="+mode, func(b *testing.B) {
+			s, _ := openTB(b, Options{Sync: mode})
+			in := s.NewInbox(0)
+			defer in.Close()
+			ctx := context.Background()
+			var n atomic.Int64
+			b.SetBytes(int64(len(body)))
+			b.SetParallelism(16) // 16 handlers per CPU
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := fmt.Sprintf("delivery-%d", n.Add(1))
+					d := Delivery{ID: id, Event: "pull_request", Action: "synchronize", Tenant: "42", Repo: "octo/hello", Body: body, ReceivedAt: t0}
+					if dup, err := in.Enqueue(ctx, d); err != nil || dup {
+						b.Errorf("enqueue %s: %v %v", id, dup, err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			reportOps(b)
+			if got := countRows(b, s, `SELECT count(*) FROM deliveries`); got != int(n.Load()) {
+				b.Fatalf("%d deliveries stored, %d enqueued", got, n.Load())
+			}
+		})
+	}
+}
