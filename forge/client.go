@@ -66,6 +66,7 @@ type Client struct {
 
 	mu    sync.Mutex
 	insts map[int64]*installation
+	app   *installation // the App itself (JWT), built on first use; see installations.go
 }
 
 // installation is one tenant's go-github client and rate-limit state.

@@ -28,6 +28,19 @@ func (s *Server) authenticate(r *http.Request, route string) (tenant string, sta
 	auth := r.Header.Get("Authorization")
 	scheme, cred, _ := strings.Cut(auth, " ")
 	cred = strings.TrimSpace(cred)
+	if manifestNoAuth(route) {
+		return "", 0, "" // the manifest flow: a browser form, and an unauthenticated exchange
+	}
+	if route == RouteListInstallations {
+		// The App's own endpoint: a JWT, and no installation's points.
+		if !strings.EqualFold(scheme, "Bearer") || cred == "" {
+			return "", http.StatusUnauthorized, "A JSON web token could not be decoded"
+		}
+		if msg := s.verifyJWT(cred); msg != "" {
+			return "", http.StatusUnauthorized, msg
+		}
+		return "", 0, ""
+	}
 	if route == RouteCreateToken {
 		id := installationFromPath(r.URL.Path)
 		if !strings.EqualFold(scheme, "Bearer") || cred == "" {
@@ -78,6 +91,10 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("installation_id")
 	if !s.hasInstallation(id) {
 		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if _, ok := s.suspended[id]; ok {
+		writeError(w, http.StatusForbidden, "This installation has been suspended")
 		return
 	}
 	b := make([]byte, 18)

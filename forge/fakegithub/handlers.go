@@ -418,6 +418,7 @@ func (s *Server) removeLabel(w http.ResponseWriter, r *http.Request) {
 			pr.Labels = append(pr.Labels[:i:i], pr.Labels[i+1:]...)
 			pr.UpdatedAt = s.now()
 			s.rec.labelsRemoved = append(s.rec.labelsRemoved, LabelRemoval{Repo: rp.fullName, PRNumber: pr.Number, Label: l})
+			s.addIssueEvent(rp, pr.Number, "unlabeled", l, pr.UpdatedAt)
 			writeJSON(w, http.StatusOK, s.labelsJSON(rp, pr.Labels))
 			return
 		}

@@ -25,6 +25,8 @@ const (
 	RouteCreateCheckRun     = "POST /repos/{owner}/{repo}/check-runs"
 	RouteUpdateCheckRun     = "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}"
 	RouteCreateCommitStatus = "POST /repos/{owner}/{repo}/statuses/{sha}"
+	RouteListInstallations  = "GET /app/installations"
+	RouteIssueEvents        = "GET /repos/{owner}/{repo}/issues/{issue_number}/events"
 )
 
 // Routes lists every route the server answers.
@@ -34,6 +36,8 @@ func Routes() []string {
 		RouteMerge, RouteUpdateBranch, RouteGetProtection, RouteGetRequiredChecks, RouteGetBranchRules,
 		RouteListCheckRuns, RouteCombinedStatus, RouteCreateComment, RouteRemoveLabel,
 		RouteCreateCheckRun, RouteUpdateCheckRun, RouteCreateCommitStatus,
+		RouteListInstallations, RouteIssueEvents,
+		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
 	}
 }
 
@@ -56,6 +60,8 @@ func (s *Server) routes() {
 		RouteCreateCheckRun:     s.createCheckRun,
 		RouteUpdateCheckRun:     s.updateCheckRun,
 		RouteCreateCommitStatus: s.createCommitStatus,
+		RouteListInstallations:  s.listInstallations,
+		RouteIssueEvents:        s.listIssueEvents,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")
@@ -65,6 +71,7 @@ func (s *Server) routes() {
 		}
 		s.mux.HandleFunc(method+" "+s.prefix+path, h)
 	}
+	s.manifestRoutes()
 }
 
 // routeOf maps a registered mux pattern back to its route constant ("" when

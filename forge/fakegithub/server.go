@@ -75,9 +75,11 @@ type Server struct {
 	tokens        map[string]*token
 	tenants       map[string]*tenant
 	installations map[string]bool
+	suspended     map[string]time.Time // installation -> suspended_at
 	repos         map[string]*repo
 	faults        []*faultRule
 	rec           records
+	manifest      manifestState // the App manifest flow (manifest.go)
 }
 
 var (
@@ -129,6 +131,7 @@ func NewWithOptions(t TB, o Options) *Server {
 		tokens:        map[string]*token{},
 		tenants:       map[string]*tenant{},
 		installations: map[string]bool{},
+		suspended:     map[string]time.Time{},
 		repos:         map[string]*repo{},
 	}
 	if s.prefix == "/" {

@@ -39,10 +39,16 @@ type PR struct {
 	Behind bool
 	// MergeableState, when set, overrides the computed mergeable_state.
 	MergeableState string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	ClosedAt       time.Time
-	MergedAt       time.Time
+	// LabeledAt is when AddPR's Labels were added, and AutoMergeAt when
+	// AddPR's AutoMerge was enabled, as the issue events report them
+	// (default CreatedAt). Later changes through SetLabels, SetAutoMerge,
+	// UpdatePR or the API are recorded at the server's now.
+	LabeledAt   time.Time
+	AutoMergeAt time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ClosedAt    time.Time
+	MergedAt    time.Time
 }
 
 type repo struct {
@@ -56,6 +62,7 @@ type repo struct {
 	statuses      []*status   // all, in creation order
 	protection    map[string]*requiredChecks
 	rulesets      map[string]*requiredChecks
+	issueEvents   map[int][]*issueEvent // per PR number, oldest first
 }
 
 type requiredChecks struct {
@@ -146,6 +153,7 @@ func (s *Server) AddRepo(tenant, fullName, defaultBranch string) {
 		prs:           map[int]*PR{},
 		protection:    map[string]*requiredChecks{},
 		rulesets:      map[string]*requiredChecks{},
+		issueEvents:   map[int][]*issueEvent{},
 	}
 }
 
@@ -185,9 +193,22 @@ func (s *Server) AddPR(fullName string, pr PR) PR {
 	if pr.UpdatedAt.IsZero() {
 		pr.UpdatedAt = pr.CreatedAt
 	}
+	if pr.LabeledAt.IsZero() {
+		pr.LabeledAt = pr.CreatedAt
+	}
+	if pr.AutoMergeAt.IsZero() {
+		pr.AutoMergeAt = pr.CreatedAt
+	}
 	pr.Labels = slices.Clone(pr.Labels)
 	p := pr
 	rp.prs[pr.Number] = &p
+	rp.issueEvents[pr.Number] = nil
+	for _, l := range p.Labels {
+		s.addIssueEvent(rp, p.Number, "labeled", l, p.LabeledAt)
+	}
+	if p.AutoMerge {
+		s.addIssueEvent(rp, p.Number, "auto_merge_enabled", "", p.AutoMergeAt)
+	}
 	return clonePR(&p)
 }
 
@@ -213,9 +234,11 @@ func clonePR(p *PR) PR {
 func (s *Server) UpdatePR(fullName string, number int, fn func(*PR)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, pr := s.mustPR(fullName, number)
+	rp, pr := s.mustPR(fullName, number)
+	before := clonePR(pr)
 	fn(pr)
 	pr.UpdatedAt = s.now()
+	s.recordTriggerChanges(rp, before, pr)
 }
 
 // SetHead gives the PR a new head sha (a push: pull_request synchronize).

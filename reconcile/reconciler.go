@@ -1,0 +1,159 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/webhook"
+)
+
+// Defaults of Config.
+const (
+	DefaultConcurrency      = 4
+	DefaultMinRateRemaining = 100
+	DefaultDeadline         = 4 * time.Minute
+	DefaultGrace            = 30 * time.Second
+	DefaultBy               = "reconcile"
+)
+
+// Config configures a Reconciler.
+type Config struct {
+	Store *leasedo.Store
+	// Forge is GitHub. nil: no credentials, only the seed's integrity pass
+	// (stale leases, duplicates, bounced entries) runs.
+	Forge *forge.Client
+	// Options are the eligibility triggers (SPEC §4).
+	Options webhook.Options
+	// Logger gets one line per repository pass; keys tenant, repo, pr, sha.
+	Logger zerolog.Logger
+	// OnChange, when set, is called after a pass that changed k's queue or
+	// released its dead lease (the app kicks its worker to merge).
+	OnChange func(k leasedo.Key)
+	// Concurrency is how many repositories are reconciled at once
+	// (default 4).
+	Concurrency int
+	// MinRateRemaining: below this many rate-limit points left, a tenant's
+	// remaining repositories wait for the next pass (default 100; negative
+	// turns the check off).
+	MinRateRemaining int
+	// Deadline bounds one RunAll started by the Cron (default 4 m; the Cron
+	// keeps it shorter than its period).
+	Deadline time.Duration
+	// Grace protects entries joined or reevaluated this recently from being
+	// removed or reevaluated by a listing: GitHub's API can lag behind the
+	// webhooks that put them there (default 30 s; negative: none).
+	Grace time.Duration
+	// Clock is the time source for the grace and rate-limit decisions
+	// (default the wall clock). Use the Store's clock.
+	Clock leasedo.Clock
+	// By names the cron's lease holder (default "reconcile").
+	By string
+}
+
+// Reconciler runs the cron's passes. It is safe for concurrent use.
+type Reconciler struct {
+	store    *leasedo.Store
+	forge    *forge.Client
+	opts     webhook.Options
+	log      zerolog.Logger
+	onChange func(leasedo.Key)
+	conc     int
+	minRate  int
+	deadline time.Duration
+	grace    time.Duration
+	clock    leasedo.Clock
+	by       string
+
+	// beforeRepo, when set (tests), runs at the start of each repository's
+	// pass inside RunAll.
+	beforeRepo func(leasedo.Key)
+}
+
+// New returns a Reconciler; zero fields of cfg take their defaults.
+func New(cfg Config) *Reconciler {
+	r := &Reconciler{
+		store: cfg.Store, forge: cfg.Forge, opts: cfg.Options, log: cfg.Logger, onChange: cfg.OnChange,
+		conc: cfg.Concurrency, minRate: cfg.MinRateRemaining, deadline: cfg.Deadline,
+		grace: cfg.Grace, clock: cfg.Clock, by: cfg.By,
+	}
+	if r.conc <= 0 {
+		r.conc = DefaultConcurrency
+	}
+	if r.minRate == 0 {
+		r.minRate = DefaultMinRateRemaining
+	}
+	if r.deadline <= 0 {
+		r.deadline = DefaultDeadline
+	}
+	if r.grace == 0 {
+		r.grace = DefaultGrace
+	}
+	if r.clock == nil {
+		r.clock = leasedo.SystemClock{}
+	}
+	if r.by == "" {
+		r.by = DefaultBy
+	}
+	return r
+}
+
+// Pass runs the seed's /reconcile for k now, followed by the resync from
+// GitHub unless there is no Forge or k's installation is suspended, and
+// returns the seed's answer. A lease held by someone else answers
+// *leasedo.LockedError (the caller answers 409); a resync error is returned
+// with the answer of what was already fixed.
+func (r *Reconciler) Pass(ctx context.Context, k leasedo.Key) (leasedo.ReconcileAnswer, error) {
+	resync := r.forge != nil
+	if resync {
+		suspended, err := r.store.Suspended(ctx, k.Tenant)
+		if err != nil {
+			return leasedo.ReconcileAnswer{}, err
+		}
+		resync = !suspended
+	}
+	return r.pass(ctx, k, resync)
+}
+
+// pass is Pass with the resync decided by the caller.
+func (r *Reconciler) pass(ctx context.Context, k leasedo.Key, resync bool) (leasedo.ReconcileAnswer, error) {
+	var fn leasedo.ResyncFunc
+	if resync {
+		fn = r.resync
+	}
+	start := time.Now()
+	ans, err := r.store.Reconcile(ctx, k, r.by, fn)
+	log := r.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Logger()
+
+	var locked *leasedo.LockedError
+	if errors.As(err, &locked) {
+		log.Info().Str("held_by", locked.HeldBy).Dur("expires_in", locked.ExpiresIn).
+			Msgf("lease held by %s, skipping; next pass reconciles", locked.HeldBy)
+		return ans, err
+	}
+	for _, sl := range ans.Results.StaleLeases {
+		log.Warn().Str("held_by", sl.HeldBy).Int64("age_ms", sl.AgeMS).Msg("dead lease force-released")
+	}
+	for _, f := range ans.Results.Fixed {
+		log.Info().Int("pr", f.PRNumber).Str("sha", f.PRSha).Str("fix", f.Fix).Str("detail", f.Detail).Msg("reconcile fixed")
+	}
+	changed := len(ans.Results.Fixed) > 0 || len(ans.Results.StaleLeases) > 0
+	ev := log.Debug()
+	if changed {
+		ev = log.Info()
+	}
+	if err != nil {
+		ev = log.Warn().Err(err)
+	}
+	ev.Int("fixed", len(ans.Results.Fixed)).Int("staleLeases", len(ans.Results.StaleLeases)).
+		Int("queueLength", ans.QueueLength).Bool("resync", resync).Dur("took", time.Since(start)).
+		Msg("reconcile pass")
+	if changed && r.onChange != nil {
+		r.onChange(k)
+	}
+	return ans, err
+}

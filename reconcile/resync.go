@@ -1,0 +1,298 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/webhook"
+)
+
+// ErrRateLow says a pass stopped because the tenant's rate-limit points fell
+// below MinRateRemaining; what is left waits for the next pass.
+var ErrRateLow = errors.New("rate limit low: the rest waits for the next pass")
+
+// Fix names (results.fixed[].fix) of the resync, beside leasedo's integrity
+// fixes (duplicate_removed, bounced_removed, corrupt_removed).
+const (
+	FixJoined      = "joined"
+	FixLeft        = "left"
+	FixReevaluated = "reevaluated"
+)
+
+// resync is the leasedo.ResyncFunc: it runs under the cron's lease, after
+// the integrity fixes, and makes the queue agree with GitHub's open pull
+// requests. One listing per repository; a listing that did not change is a
+// 304 and costs no rate-limit point. An empty queue (state lost) is rebuilt
+// by the same rule: every eligible open PR is missing, so every one joins,
+// at its GitHub trigger time.
+func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error) {
+	k := l.Key
+	items, err := r.store.Items(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	prs, err := r.forge.ListOpenPRs(ctx, k.Tenant, k.Repo)
+	if err != nil {
+		return nil, err
+	}
+	open := make(map[int]forge.PR, len(prs))
+	for _, pr := range prs {
+		open[pr.Number] = pr
+	}
+	fixes, queued, err := r.syncQueued(ctx, l, items, open)
+	if err != nil {
+		return fixes, err
+	}
+	joined, err := r.joinMissing(ctx, l, prs, queued)
+	return append(fixes, joined...), err
+}
+
+// syncQueued removes queued PRs that are closed or no longer eligible and
+// reevaluates those whose head (or base) moved. It returns the PR numbers
+// still queued.
+func (r *Reconciler) syncQueued(ctx context.Context, l *leasedo.Lease, items []leasedo.Item, open map[int]forge.PR) ([]leasedo.Fix, map[int]bool, error) {
+	var fixes []leasedo.Fix
+	queued := map[int]bool{}
+	now := r.clock.Now()
+	for _, it := range items {
+		queued[it.PRNumber] = true
+		if it.Status == leasedo.StatusBounced {
+			continue // integrity fixes removed these; never resurrect one
+		}
+		pr, isOpen := open[it.PRNumber]
+		why := ""
+		if isOpen {
+			why = r.ineligibility(pr)
+		}
+		moved := isOpen && why == "" && pr.HeadSHA != it.PRSha
+		rebased := isOpen && why == "" && !moved && it.BaseRef != "" && pr.BaseRef != "" && pr.BaseRef != it.BaseRef
+		if (!isOpen || why != "" || moved) && r.recent(it, now) {
+			r.log.Debug().Str("tenant", l.Key.Tenant).Str("repo", l.Key.Repo).Int("pr", it.PRNumber).Str("sha", it.PRSha).
+				Msg("resync: entry changed within the grace period; GitHub's listing may lag, next pass decides")
+			continue
+		}
+		var ev leasedo.Event
+		var fix leasedo.Fix
+		switch {
+		case !isOpen:
+			ev = r.event(l.Key, "closed", it.PRNumber, it.PRSha, "", "resync: pull request is no longer open on GitHub")
+			fix = leasedo.Fix{Fix: FixLeft, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: "closed on GitHub"}
+		case why != "":
+			ev = r.event(l.Key, leaveAction(pr, r.opts), it.PRNumber, it.PRSha, pr.BaseRef, "resync: no longer eligible: "+why)
+			fix = leasedo.Fix{Fix: FixLeft, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: "no longer eligible: " + why}
+		case moved:
+			ev = r.event(l.Key, "synchronize", it.PRNumber, pr.HeadSHA, pr.BaseRef, "resync: head moved from "+short(it.PRSha))
+			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: pr.HeadSHA, Detail: "head moved from " + short(it.PRSha)}
+		case rebased:
+			ev = r.event(l.Key, "edited", it.PRNumber, pr.HeadSHA, pr.BaseRef, "resync: base changed from "+it.BaseRef)
+			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: pr.HeadSHA, Detail: fmt.Sprintf("base changed from %s to %s", it.BaseRef, pr.BaseRef)}
+		default:
+			if it.BaseRef == "" && pr.BaseRef != "" {
+				// Learned quietly: joins through POST /event may lack it.
+				if err := r.store.SetBase(ctx, l, it.PRNumber, pr.BaseRef); err != nil {
+					return fixes, queued, err
+				}
+			}
+			continue
+		}
+		res, err := r.store.Apply(ctx, l, ev)
+		if err != nil {
+			return fixes, queued, err
+		}
+		if fix.Fix == FixLeft {
+			delete(queued, it.PRNumber)
+		}
+		if fix.Fix == FixReevaluated && pr.BaseRef != it.BaseRef {
+			if err := r.store.SetBase(ctx, l, it.PRNumber, pr.BaseRef); err != nil {
+				return fixes, queued, err
+			}
+		}
+		if res.Result == leasedo.ResultLeft || res.Result == leasedo.ResultReevaluated {
+			fixes = append(fixes, fix)
+		}
+	}
+	return fixes, queued, nil
+}
+
+// missing is an eligible open PR that is not queued, with its GitHub
+// trigger time.
+type missing struct {
+	pr     forge.PR
+	at     time.Time
+	action string // labeled or auto_merge_enabled
+	source string // what the time is
+}
+
+// joinMissing joins the eligible open PRs that are not queued, in GitHub's
+// order: the time their trigger (label or auto-merge) was set, which
+// becomes their queuedAt. It reads issue events only for these PRs.
+func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []forge.PR, queued map[int]bool) ([]leasedo.Fix, error) {
+	k := l.Key
+	var cands []forge.PR
+	for _, pr := range prs {
+		if !queued[pr.Number] && r.ineligibility(pr) == "" {
+			cands = append(cands, pr)
+		}
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	audit, err := r.store.Audit(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	var joins []missing
+	var stopErr error
+	renewed := r.clock.Now()
+	for _, pr := range cands {
+		if low, left := r.rateLow(k.Tenant); low {
+			stopErr = fmt.Errorf("%s: %d points left: %w", k, left, ErrRateLow)
+			break
+		}
+		if r.clock.Now().Sub(renewed) > r.store.TTL()/3 {
+			if err := r.store.Renew(ctx, l); err != nil {
+				return nil, err
+			}
+			renewed = r.clock.Now()
+		}
+		m, err := r.triggerTime(ctx, k, pr)
+		if err != nil {
+			stopErr = err
+			break
+		}
+		if bouncedSince(audit, pr.Number, pr.HeadSHA, m.at) {
+			r.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", pr.Number).Str("sha", pr.HeadSHA).
+				Msg("resync: bounced at this head after its trigger was set; waits for a new commit or trigger")
+			continue
+		}
+		joins = append(joins, m)
+	}
+	// Joins found before a stop are still applied: each carries its own
+	// GitHub time, so the queue's order does not depend on the stop.
+	sort.SliceStable(joins, func(i, j int) bool {
+		if !joins[i].at.Equal(joins[j].at) {
+			return joins[i].at.Before(joins[j].at)
+		}
+		return joins[i].pr.Number < joins[j].pr.Number
+	})
+	var fixes []leasedo.Fix
+	for _, m := range joins {
+		ev := r.event(k, m.action, m.pr.Number, m.pr.HeadSHA, m.pr.BaseRef, "resync: eligible on GitHub but not queued ("+m.source+")")
+		ev.Details.QueuedAt = m.at.UnixMilli()
+		res, err := r.store.Apply(ctx, l, ev)
+		if err != nil {
+			return fixes, err
+		}
+		if res.Result == leasedo.ResultJoined {
+			fixes = append(fixes, leasedo.Fix{Fix: FixJoined, PRNumber: m.pr.Number, PRSha: m.pr.HeadSHA,
+				Detail: m.source + " at " + m.at.UTC().Format(time.RFC3339)})
+		}
+	}
+	return fixes, stopErr
+}
+
+// triggerTime finds when pr became eligible on GitHub: the earliest of its
+// active triggers' latest enabling events. Without any event (history not
+// available) it falls back to the PR's creation time. A rate-limit error is
+// returned; other API errors fall back too, so one bad PR does not block
+// the rest.
+func (r *Reconciler) triggerTime(ctx context.Context, k leasedo.Key, pr forge.PR) (missing, error) {
+	label := r.opts.TriggerLabel != "" && hasLabel(pr.Labels, r.opts.TriggerLabel)
+	auto := r.opts.AutoMergeTrigger && pr.AutoMerge
+	m := missing{pr: pr, action: "labeled"}
+	if !label {
+		m.action = "auto_merge_enabled"
+	}
+	tt, err := r.forge.TriggerTimes(ctx, k.Tenant, k.Repo, pr.Number, r.opts.TriggerLabel)
+	if err != nil {
+		if _, ok := forge.IsRateLimited(err); ok || ctx.Err() != nil {
+			return m, err
+		}
+		r.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", pr.Number).
+			Msg("resync: reading issue events failed; ordering by creation time")
+	}
+	if label && !tt.LabeledAt.IsZero() {
+		m.at, m.source = tt.LabeledAt, fmt.Sprintf("label %q", r.opts.TriggerLabel)
+	}
+	if auto && !tt.AutoMergeAt.IsZero() && (m.at.IsZero() || tt.AutoMergeAt.Before(m.at)) {
+		m.at, m.source, m.action = tt.AutoMergeAt, "auto-merge", "auto_merge_enabled"
+	}
+	if m.at.IsZero() {
+		m.at, m.source = pr.CreatedAt, "no trigger event; created"
+	}
+	if m.at.IsZero() {
+		m.at, m.source = r.clock.Now(), "no trigger event"
+	}
+	return m, nil
+}
+
+// bouncedSince reports whether pr was bounced at sha after at: its trigger
+// is older than the bounce, so nobody asked again (mergegate removes the
+// label on a bounce; this covers a removal that failed).
+func bouncedSince(audit []leasedo.AuditEntry, pr int, sha string, at time.Time) bool {
+	for _, a := range audit {
+		if a.Action == leasedo.AuditBounce && a.PRNumber == pr && a.PRSha == sha && a.TS >= at.UnixMilli() {
+			return true
+		}
+	}
+	return false
+}
+
+// recent reports whether it joined or was reevaluated within the grace.
+func (r *Reconciler) recent(it leasedo.Item, now time.Time) bool {
+	if r.grace < 0 {
+		return false
+	}
+	last := it.QueuedAt
+	if it.ReevaluatedAt != nil && *it.ReevaluatedAt > last {
+		last = *it.ReevaluatedAt
+	}
+	return now.UnixMilli()-last < r.grace.Milliseconds()
+}
+
+// ineligibility applies SPEC §4's rule to a PR as the API lists it.
+func (r *Reconciler) ineligibility(pr forge.PR) string {
+	return webhook.Ineligibility(webhook.Eligibility{State: pr.State, Draft: pr.Draft, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, r.opts)
+}
+
+// leaveAction is the seed action that matches why an open PR left.
+func leaveAction(pr forge.PR, opt webhook.Options) string {
+	switch {
+	case pr.Draft:
+		return "converted_to_draft"
+	case opt.TriggerLabel != "":
+		return "unlabeled"
+	default:
+		return "auto_merge_disabled"
+	}
+}
+
+// event builds one seed event for k.
+func (r *Reconciler) event(k leasedo.Key, action string, pr int, sha, base, reason string) leasedo.Event {
+	return leasedo.Event{
+		EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: action, PRNumber: pr,
+		Details: &leasedo.Details{Sha: sha, Base: base, Reason: reason},
+	}
+}
+
+func hasLabel(labels []string, name string) bool {
+	for _, l := range labels {
+		if strings.EqualFold(l, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
