@@ -50,31 +50,34 @@ func TestLabelledGreenPRMergesAtTestedSha(t *testing.T) {
 	}
 }
 
-// A push after the gate passed: GitHub answers 409 to the sha guard, the PR
-// is re-gated at its new head, and the untested sha is never merged.
+// A push after the gate passed, landing while the merge is in flight:
+// GitHub answers 409 to the sha guard, the PR is re-gated at its new head,
+// and the untested sha is never merged.
 func TestPushAfterGreenIsRegatedNeverMergedUntested(t *testing.T) {
 	h := newHarness(t)
 	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
 	h.label(3, shaA)
 	h.settle()
-	// The merge meets a head that moved under it.
-	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultStatus(http.StatusConflict, "Head branch was modified. Review and try the merge again."))
-	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
-	h.gh.UpdatePR(testRepo, 3, func(p *fakegithub.PR) {}) // unchanged: GetPR still says shaA
-	h.checkSuite(shaA)
-	h.eventually("a re-gate after the 409", func() bool {
-		q := h.queue()
-		return len(q) == 1 && q[0].Status != leasedo.StatusGatePassed && h.gh.CallCount(fakegithub.RouteMerge) == 1
-	})
-	// The push arrives: new head, checks pending, then green.
+	// Hold the merge request a moment; the push lands meanwhile, so GitHub
+	// itself answers 409 to the sha guard.
+	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultDelay(300*time.Millisecond))
+	h.pass(shaA)
+	h.eventually("the merge request in flight", func() bool { return h.gh.InFlight() > 0 })
 	h.gh.SetHead(testRepo, 3, shaB)
+	h.eventually("a re-gate at the new head after the 409", func() bool {
+		q := h.queue()
+		return len(q) == 1 && q[0].PRSha == shaB
+	})
 	h.mustSend("pull_request", h.prPayload("synchronize", 3, shaB, "automerge"))
 	h.settle()
 	if len(h.merges()) != 0 {
 		t.Fatalf("merged before the new head's checks passed: %+v", h.merges())
 	}
-	if q := h.queue(); q[0].PRSha != shaB || q[0].Status == leasedo.StatusGatePassed {
-		t.Fatalf("after synchronize: %+v", q[0])
+	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 1 {
+		t.Fatalf("merge calls = %d, want the one refused with 409", n)
+	}
+	if q := h.queue(); q[0].Status == leasedo.StatusGatePassed {
+		t.Fatalf("after the push: %+v", q[0])
 	}
 	h.pass(shaB)
 	h.eventually("the merge at the new head", func() bool { return len(h.merges()) == 1 })
