@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,9 +42,15 @@ type harness struct {
 	admin  string
 	seq    atomic.Int64
 	logBuf *bytes.Buffer
+	cfg    Config
+	log    zerolog.Logger
 }
 
 type harnessOpt func(*Config)
+
+// withoutGitHub runs mergegate with no App credentials: deliveries are
+// applied to queues, gates wait.
+func withoutGitHub(c *Config) { c.AppID, c.PrivateKeyPath = 0, "" }
 
 func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -65,28 +72,59 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 		o(&cfg)
 	}
 	logBuf := &bytes.Buffer{}
-	log := zerolog.New(&syncWriter{w: logBuf}).Level(zerolog.DebugLevel)
-	a, err := New(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, gh: gh, app: a, clock: clk, logBuf: logBuf}
-	pub, adm := a.Addrs()
-	h.pub, h.admin = "http://"+pub, "http://"+adm
+	h := &harness{t: t, gh: gh, clock: clk, logBuf: logBuf, cfg: cfg,
+		log: zerolog.New(&syncWriter{w: logBuf}).Level(zerolog.DebugLevel)}
+	h.start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a.Shutdown(ctx) //nolint:errcheck
+		h.stop()
 		if t.Failed() {
 			t.Logf("log:\n%s", logBuf.String())
 		}
 	})
+	return h
+}
+
+// start runs a new App on the harness's configuration and database.
+func (h *harness) start() {
+	h.t.Helper()
+	a, err := New(context.Background(), h.cfg, h.log)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.app = a
+	pub, adm := a.Addrs()
+	h.pub, h.admin = "http://"+pub, "http://"+adm
 	// The cron's start-up pass runs first; tests begin after it.
 	h.eventually("the start-up reconcile pass", func() bool { return a.Cron.Runs() >= 1 })
-	return h
+}
+
+// stop shuts the App down as SIGTERM would.
+func (h *harness) stop() {
+	if h.app == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.app.Shutdown(ctx) //nolint:errcheck
+	h.app = nil
+}
+
+// restart stops mergegate and starts it again; with loseState, its
+// database is deleted in between (state loss).
+func (h *harness) restart(loseState bool) {
+	h.t.Helper()
+	h.stop()
+	if loseState {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(h.cfg.DB + suffix); err != nil && !os.IsNotExist(err) {
+				h.t.Fatal(err)
+			}
+		}
+	}
+	h.start()
 }
 
 // syncWriter serialises writes to the log buffer.
@@ -246,3 +284,5 @@ func (h *harness) settle() {
 }
 
 func (h *harness) merges() []fakegithub.Merge { return h.gh.Merges() }
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mergegate/mergegate/webhook"
+)
+
+// binPath is the mergegate binary built once for the end-to-end tests.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mergegate-bin")
+	if err != nil {
+		panic(err)
+	}
+	binPath = filepath.Join(dir, "mergegate")
+	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build mergegate: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a running mergegate process on free loopback ports.
+type server struct {
+	t          *testing.T
+	cmd        *exec.Cmd
+	pub, admin string
+	logMu      sync.Mutex
+	log        bytes.Buffer
+	done       chan struct{}
+}
+
+const e2eSecret = "e2e-secret"
+
+func startServer(t *testing.T, db string, extra ...string) *server {
+	t.Helper()
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--db", db,
+		"--webhook-secret", e2eSecret}, extra...)
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = cleanEnv()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, cmd: cmd, done: make(chan struct{})}
+	ready := make(chan [2]string, 1)
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			s.logMu.Lock()
+			s.log.Write(line)
+			s.log.WriteByte('\n')
+			s.logMu.Unlock()
+			var m struct{ Message, Addr, AdminAddr string }
+			var raw map[string]any
+			if json.Unmarshal(line, &raw) == nil && raw["message"] == "mergegate listening" {
+				m.Addr, _ = raw["addr"].(string)
+				m.AdminAddr, _ = raw["admin_addr"].(string)
+				ready <- [2]string{m.Addr, m.AdminAddr}
+			}
+		}
+		cmd.Wait() //nolint:errcheck
+	}()
+	select {
+	case a := <-ready:
+		s.pub, s.admin = "http://"+a[0], "http://"+a[1]
+	case <-s.done:
+		t.Fatalf("mergegate exited before listening:\n%s", s.logText())
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill() //nolint:errcheck
+		t.Fatalf("mergegate did not start:\n%s", s.logText())
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill() //nolint:errcheck
+		<-s.done
+		if t.Failed() {
+			t.Logf("server log:\n%s", s.logText())
+		}
+	})
+	return s
+}
+
+func (s *server) logText() string {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return s.log.String()
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop() int {
+	s.t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		s.t.Fatal("mergegate did not stop on SIGTERM")
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MERGEGATE_") && !strings.HasPrefix(kv, "GITHUB_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+type resp struct {
+	code int
+	body map[string]any
+	raw  string
+}
+
+func call(t *testing.T, method, url, token string, body any) resp {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	raw, _ := io.ReadAll(r.Body)
+	out := resp{code: r.StatusCode, raw: string(raw)}
+	json.Unmarshal(raw, &out.body) //nolint:errcheck
+	return out
+}
+
+func TestBinaryAdminAPI(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "m.db")
+	s := startServer(t, db)
+	ev := func(action string, pr int, d map[string]any) map[string]any {
+		return map[string]any{"eventType": "pull_request", "tenant": "7", "repo": "octo/app", "action": action, "prNumber": pr, "details": d}
+	}
+	steps := []struct {
+		method, path string
+		body         any
+		code         int
+		want         string // substring of the answer
+	}{
+		{"GET", "/healthz", nil, 200, `"ok"`},
+		{"POST", "/event", ev("opened", 1, map[string]any{"sha": "abc"}), 200, `"result": "joined"`},
+		{"POST", "/event", ev("opened", 1, map[string]any{"sha": "abc"}), 200, `"result": "already_queued"`},
+		{"POST", "/event", ev("closed", 99, nil), 200, `"result": "left"`},
+		{"POST", "/event", map[string]any{"eventType": "status", "tenant": "7", "repo": "octo/app", "action": "success", "details": map[string]any{"sha": "abc", "gateResult": "success"}}, 200, `"gate_recorded"`},
+		{"POST", "/event", `{"eventType":"pull_request","tenant":"7"}`, 400, `"field": "repo"`},
+		{"POST", "/event", `{"eventType":"pull_request","tenant":"7","repo":"octo/app","prNumber":"one"}`, 400, `"field": "prNumber"`},
+		{"POST", "/event", `{not json`, 400, `"field": "body"`},
+		{"POST", "/lease/acquire", map[string]string{"tenant": "7", "repo": "octo/app"}, 200, `"acquired": true`},
+		{"GET", "/lease?tenant=7&repo=octo/app", nil, 200, `"held_by": "admin"`},
+		{"POST", "/lease/acquire", map[string]string{"tenant": "7", "repo": "octo/app"}, 409, `"error": "locked"`},
+		{"POST", "/event", ev("opened", 2, map[string]any{"sha": "def"}), 409, `"held_by": "admin"`},
+		{"POST", "/reconcile", map[string]string{"tenant": "7", "repo": "octo/app"}, 409, `"locked"`},
+		{"POST", "/lease/release", map[string]string{"tenant": "7", "repo": "octo/app"}, 200, `"released": true`},
+		{"GET", "/lease?tenant=7&repo=octo/app", nil, 200, `"locked": false`},
+		{"POST", "/reconcile", map[string]string{"tenant": "7", "repo": "octo/app"}, 200, `"queueLength": 1`},
+		{"GET", "/queue?tenant=7&repo=octo/app", nil, 200, `"status": "gate_passed"`},
+		{"GET", "/queue?tenant=7", nil, 400, `"field": "repo"`},
+		{"GET", "/metrics", nil, 200, ""},
+	}
+	for i, st := range steps {
+		r := call(t, st.method, s.admin+st.path, "", st.body)
+		// The engine takes the lease for a moment after a release (it
+		// drains the repository's inbox): a 409 then is the seed's answer
+		// to a busy repository, and the caller tries again.
+		for try := 0; r.code == 409 && st.code != 409 && try < 100; try++ {
+			time.Sleep(10 * time.Millisecond)
+			r = call(t, st.method, s.admin+st.path, "", st.body)
+		}
+		if r.code != st.code || !strings.Contains(r.raw, st.want) {
+			t.Fatalf("step %d %s %s: %d %s\nwant %d containing %q", i, st.method, st.path, r.code, r.raw, st.code, st.want)
+		}
+	}
+	if code := s.stop(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d", code)
+	}
+	// The database was closed cleanly and keeps the queue.
+	s2 := startServer(t, db)
+	r := call(t, "GET", s2.admin+"/queue?tenant=7&repo=octo/app", "", nil)
+	if q := r.body["queue"].([]any); len(q) != 1 {
+		t.Fatalf("queue after restart: %s", r.raw)
+	}
+}
+
+func TestBinaryAdminToken(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "m.db")
+	s := startServer(t, db, "--admin-token", "s3cret")
+	if r := call(t, "GET", s.admin+"/queue?tenant=1&repo=a/b", "", nil); r.code != 401 {
+		t.Fatalf("no token: %d", r.code)
+	}
+	if r := call(t, "GET", s.admin+"/queue?tenant=1&repo=a/b", "wrong", nil); r.code != 401 {
+		t.Fatalf("wrong token: %d", r.code)
+	}
+	if r := call(t, "GET", s.admin+"/queue?tenant=1&repo=a/b", "s3cret", nil); r.code != 200 {
+		t.Fatalf("right token: %d %s", r.code, r.raw)
+	}
+	// The dashboard takes the token as the basic-auth password.
+	req, _ := http.NewRequest("GET", s.admin+"/healthz", nil)
+	req.SetBasicAuth("admin", "s3cret")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil || r.StatusCode != 200 {
+		t.Fatalf("basic auth: %v %v", r, err)
+	}
+	r.Body.Close()
+	if strings.Contains(s.logText(), "s3cret") {
+		t.Fatal("the admin token was logged")
+	}
+}
+
+func TestBinaryRefusesOpenAdminWithoutToken(t *testing.T) {
+	cmd := exec.Command(binPath, "serve", "--addr", "127.0.0.1:0", "--admin-addr", "0.0.0.0:0", "--db", filepath.Join(t.TempDir(), "m.db"))
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("serve started on a non-loopback admin address without a token")
+	}
+	if !strings.Contains(string(out), "admin-token") || !strings.Contains(string(out), "loopback") {
+		t.Fatalf("the refusal does not say why: %s", out)
+	}
+}
+
+func TestBinaryCommands(t *testing.T) {
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(binPath, args...)
+		cmd.Env = cleanEnv()
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	if out, code := run("version"); code != 0 || !strings.Contains(out, "schema version 1") {
+		t.Fatalf("version: %d %s", code, out)
+	}
+	if out, code := run("help"); code != 0 || !strings.Contains(out, "serve") || !strings.Contains(out, "replay") || !strings.Contains(out, "migrate") {
+		t.Fatalf("help: %d %s", code, out)
+	}
+	if out, code := run("help", "serve"); code != 0 || !strings.Contains(out, "MERGEGATE_ADMIN_ADDR") {
+		t.Fatalf("help serve: %d %s", code, out)
+	}
+	db := filepath.Join(t.TempDir(), "m.db")
+	if out, code := run("migrate", "--db", db); code != 0 || !strings.Contains(out, "0 -> 1") {
+		t.Fatalf("migrate: %d %s", code, out)
+	}
+	if out, code := run("migrate", "--db", db); code != 0 || !strings.Contains(out, "1 -> 1") {
+		t.Fatalf("migrate again: %d %s", code, out)
+	}
+	if out, code := run("bogus"); code != 2 || !strings.Contains(out, "unknown command") {
+		t.Fatalf("unknown command: %d %s", code, out)
+	}
+	if out, code := run("serve", "--merge-method", "yolo", "--db", db); code != 2 || !strings.Contains(out, "merge-method") {
+		t.Fatalf("bad flag value: %d %s", code, out)
+	}
+	if out, code := run("reconcile", "--db", db, "--tenant", "1", "--repo", "a/b"); code != 0 || !strings.Contains(out, `"staleLeases": []`) {
+		t.Fatalf("reconcile: %d %s", code, out)
+	}
+}
+
+// deliver posts a signed pull_request delivery that joins PR n of repo.
+func deliver(url, id, repo string, n int) (int, error) {
+	body := fmt.Sprintf(`{"action":"labeled","number":%d,"label":{"name":"automerge"},"pull_request":{"number":%d,"state":"open","draft":false,"labels":[{"name":"automerge"}],"auto_merge":null,"head":{"sha":"%040d"},"base":{"ref":"main"}},"repository":{"full_name":%q},"installation":{"id":5}}`, n, n, n, repo)
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", webhook.Sign(e2eSecret, []byte(body)))
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, r.Body) //nolint:errcheck
+	r.Body.Close()
+	return r.StatusCode, nil
+}
