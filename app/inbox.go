@@ -34,13 +34,11 @@ func (e *Engine) drain(ctx context.Context, l *leasedo.Lease) time.Duration {
 				// Arrival order: nothing after d goes before it.
 				return clamp(wait, 10*time.Millisecond, time.Minute)
 			}
+			// Each apply renews the lease inside its own transaction.
 			if err := e.applyDelivery(ctx, l, d); err != nil {
 				if errors.Is(err, leasedo.ErrLeaseLost) || ctx.Err() != nil {
 					return 100 * time.Millisecond
 				}
-			}
-			if err := e.store.Renew(ctx, l); err != nil {
-				return 100 * time.Millisecond
 			}
 		}
 	}
