@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -59,8 +60,14 @@ func (r *Recorder) Record(d leasedo.Delivery) error {
 		},
 		Payload: json.RawMessage(d.Body),
 	}
-	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
+	// The payload as received: indenting changes only whitespace, and
+	// without HTML escaping (<, >, & kept as they came) compacting the
+	// recorded payload gives back the bytes GitHub sent.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rec); err != nil {
 		return fmt.Errorf("record %s: %w", d.ID, err)
 	}
 	r.mu.Lock()
@@ -68,7 +75,7 @@ func (r *Recorder) Record(d leasedo.Delivery) error {
 	name := fmt.Sprintf("%06d-%s-%s.json", r.n, safeName(d.Event), safeName(d.ID))
 	r.mu.Unlock()
 	tmp := filepath.Join(r.dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o640); err != nil {
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o640); err != nil {
 		return fmt.Errorf("record %s: %w", d.ID, err)
 	}
 	if err := os.Rename(tmp, filepath.Join(r.dir, name)); err != nil {

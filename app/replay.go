@@ -1,15 +1,438 @@
 package app
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/webhook"
 )
 
-// ReplayOptions tune an offline replay.
-type ReplayOptions struct{}
+// ReplayOptions tune an offline replay. The zero value replays with
+// `serve`'s defaults: label "automerge" and auto-merge as triggers, merge
+// method "merge", no branch protection.
+type ReplayOptions struct {
+	// Scenario is what the payloads cannot say: branch protection, PRs
+	// that start behind their base (see Scenario).
+	Scenario Scenario
+	// Triggers are the eligibility triggers; nil = webhook.DefaultOptions().
+	Triggers *webhook.Options
+	// MergeMethod is merge, squash or rebase; "" = merge.
+	MergeMethod string
+	// Files names where each delivery came from, for messages (Files[i]
+	// for recs[i]); optional.
+	Files []string
+	// Warn receives one line per delivery mergegate refused (a repository
+	// hook's delivery without an installation, for example) or that failed
+	// to apply; nil = discarded. The state printed is unaffected.
+	Warn io.Writer
+	// Log receives mergegate's own log (zerolog JSON); nil = none.
+	Log io.Writer
+	// Strict stops the replay at the first delivery mergegate refuses
+	// (an error naming it) instead of reporting it to Warn.
+	Strict bool
+	// SettleTimeout bounds the wait for mergegate to finish with one
+	// delivery (default 15 s). A replay never waits on the wall clock
+	// otherwise: a delivery that would need a timed retry (an outage, a
+	// rate limit) is out of scope and stops the replay with an error.
+	SettleTimeout time.Duration
+}
+
+// ReplayState is the printed result of an offline replay (SPEC §8).
+type ReplayState struct {
+	Repos []RepoState `json:"repos"`
+}
+
+// RepoState is one (tenant, repo): its queue, audit and events in the
+// seed's shapes, and what mergegate did on GitHub.
+type RepoState struct {
+	Tenant        string                `json:"tenant"`
+	Repo          string                `json:"repo"`
+	Queue         []leasedo.Entry       `json:"queue"`
+	Audit         []leasedo.AuditEntry  `json:"audit"`
+	Events        []leasedo.LoggedEvent `json:"events"`
+	Merges        []ReplayMerge         `json:"merges"`
+	BranchUpdates []ReplayBranchUpdate  `json:"branchUpdates"`
+	Comments      []ReplayComment       `json:"comments"`
+	LabelsRemoved []ReplayLabelRemoval  `json:"labelsRemoved"`
+}
+
+// ReplayMerge is a merge mergegate made: the PR, the head sha it merged
+// (the sha guard) and the method.
+type ReplayMerge struct {
+	PRNumber int    `json:"prNumber"`
+	SHA      string `json:"sha"`
+	Method   string `json:"method"`
+}
+
+// ReplayBranchUpdate is an update of a PR's branch from its base.
+type ReplayBranchUpdate struct {
+	PRNumber int    `json:"prNumber"`
+	FromSHA  string `json:"fromSha"`
+	ToSHA    string `json:"toSha"`
+}
+
+// ReplayComment is a comment mergegate posted.
+type ReplayComment struct {
+	PRNumber int    `json:"prNumber"`
+	Body     string `json:"body"`
+}
+
+// ReplayLabelRemoval is a label mergegate removed.
+type ReplayLabelRemoval struct {
+	PRNumber int    `json:"prNumber"`
+	Label    string `json:"label"`
+}
+
+// replayEpoch is the clock of a replay whose payloads carry no time.
+var replayEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// replaySecret signs deliveries inside an offline replay; it never leaves
+// the process.
+const replaySecret = "mergegate-offline-replay"
 
 // ReplayOffline runs recorded deliveries in-process against a fake GitHub
-// and returns the final state as JSON (SPEC §8).
+// and returns the final state as indented JSON (SPEC §8).
+//
+// The whole pipeline runs: the webhook handler (signature, parsing,
+// durable inbox in SQLite, duplicate delivery ids), the engine (lease,
+// queue, gates read from GitHub, merges, bounces) and the forge client,
+// speaking HTTP on loopback to a fake GitHub whose world is built from the
+// deliveries themselves (see world.apply). Deliveries go one at a time; the
+// next is sent when mergegate has finished with the last. The clock is the
+// payloads' own: each accepted delivery arrives at the latest time its
+// payload carries, and at least one second after the one before (the
+// clock never moves back). The same input gives the same output, byte for
+// byte.
 func ReplayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) ([]byte, error) {
-	return nil, errors.New("offline replay is not built yet")
+	st, err := replayOffline(ctx, recs, opt)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*ReplayState, error) {
+	triggers := webhook.DefaultOptions()
+	if opt.Triggers != nil {
+		triggers = *opt.Triggers
+	}
+	method := opt.MergeMethod
+	if method == "" {
+		method = forge.MethodMerge
+	}
+	switch method {
+	case forge.MethodMerge, forge.MethodSquash, forge.MethodRebase:
+	default:
+		return nil, fmt.Errorf("merge method %q: want merge, squash or rebase", method)
+	}
+	warn := opt.Warn
+	if warn == nil {
+		warn = io.Discard
+	}
+	log := zerolog.Nop()
+	if opt.Log != nil {
+		log = zerolog.New(opt.Log).With().Timestamp().Logger()
+	}
+	settle := opt.SettleTimeout
+	if settle <= 0 {
+		settle = 15 * time.Second
+	}
+	name := func(i int) string {
+		if i < len(opt.Files) && opt.Files[i] != "" {
+			return opt.Files[i]
+		}
+		return fmt.Sprintf("delivery %d (%s)", i+1, recs[i].Delivery)
+	}
+
+	start := replayEpoch
+	for _, r := range recs {
+		if t := payloadTime(r.Event, r.Payload); !t.IsZero() {
+			start = t
+			break
+		}
+	}
+	clk := leasedo.NewManualClock(start)
+
+	dir, err := os.MkdirTemp("", "mergegate-replay-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	db, err := leasedo.Open(ctx, filepath.Join(dir, "replay.db"), leasedo.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	store := leasedo.NewStore(db, leasedo.Config{TTL: 30 * time.Second, Dead: 90 * time.Second, Clock: clk})
+	inbox := store.NewInbox(0)
+	defer inbox.Close()
+
+	gh := fakegithub.NewWithOptions(nil, fakegithub.Options{})
+	defer gh.Close()
+	fc, err := forge.New(forge.Config{BaseURL: gh.URL(), AppID: gh.AppID(), PrivateKey: gh.PrivateKeyPEM()})
+	if err != nil {
+		return nil, err
+	}
+	eng := NewEngine(EngineConfig{Store: store, Forge: fc, Options: triggers, MergeMethod: method, Clock: clk, Logger: log})
+	if err := eng.Start(); err != nil {
+		return nil, err
+	}
+	defer eng.Stop()
+	secrets, err := webhook.ParseSecrets(replaySecret)
+	if err != nil {
+		return nil, err
+	}
+	handler := webhook.NewHandler(webhook.HandlerConfig{
+		Secrets: secrets, Inbox: inbox, Clock: clk, Logger: log,
+		OnStored: func(d leasedo.Delivery) { eng.Kick(leasedo.Key{Tenant: d.Tenant, Repo: d.Repo}) },
+	})
+
+	drv := newReplayDriver(gh, clk, opt.Scenario, start)
+	for i, rec := range recs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		body, err := drv.before(rec)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name(i), err)
+		}
+		status, answer := postDelivery(handler, rec, body)
+		drv.after(rec, body, status, answer)
+		switch {
+		case status >= 200 && status < 300:
+			// stored, a duplicate delivery id, a ping
+		case status >= 500:
+			return nil, fmt.Errorf("%s: mergegate answered %d: %s", name(i), status, answer.Error)
+		case opt.Strict:
+			return nil, fmt.Errorf("%s: mergegate refused the delivery (%d): %s", name(i), status, answer.Error)
+		default:
+			fmt.Fprintf(warn, "%s: refused (%d): %s\n", name(i), status, answer.Error)
+		}
+		if err := waitIdle(ctx, store, eng, settle); err != nil {
+			return nil, fmt.Errorf("%s: %w", name(i), err)
+		}
+	}
+
+	st, err := drv.state(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	for _, rs := range st.Repos {
+		failed, err := store.Deliveries(ctx, leasedo.Key{Tenant: rs.Tenant, Repo: rs.Repo}, leasedo.DeliveryFailed, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range failed {
+			fmt.Fprintf(warn, "delivery %s (%s): failed: %s\n", d.ID, d.Event, d.LastError)
+		}
+	}
+	return st, nil
+}
+
+// replayDriver is what happens around each delivery of a replay: the
+// clock and the fake GitHub's world before it, what was stored after.
+type replayDriver struct {
+	gh     *fakegithub.Server
+	clk    *leasedo.ManualClock
+	world  *world
+	now    time.Time
+	first  bool
+	stored map[string]bool
+	keys   map[leasedo.Key]bool
+}
+
+func newReplayDriver(gh *fakegithub.Server, clk *leasedo.ManualClock, sc Scenario, start time.Time) *replayDriver {
+	return &replayDriver{gh: gh, clk: clk, world: newWorld(gh, sc), now: start, first: true,
+		stored: map[string]bool{}, keys: map[leasedo.Key]bool{}}
+}
+
+// before prepares one delivery and returns its body as GitHub sends it
+// (compact JSON). A delivery mergegate will accept moves the clock to its
+// payload's time (at least a second after the last, never back) and makes
+// the world look as its payload says. A redelivery (a delivery id already
+// stored) is the same delivery: GitHub did not change and no time passed.
+func (d *replayDriver) before(rec Recorded) ([]byte, error) {
+	body := compactJSON(rec.Payload)
+	if d.stored[rec.Delivery] {
+		return body, nil
+	}
+	meta, err := webhook.Parse(rec.Event, body)
+	if err != nil || rec.Event == "ping" || meta.Tenant == "" {
+		return body, nil // refused or answered without being stored
+	}
+	t := payloadTime(rec.Event, rec.Payload)
+	if d.first {
+		d.first = false
+		if !t.IsZero() {
+			d.now = t
+		}
+	} else {
+		d.now = d.now.Add(time.Second)
+		if t.After(d.now) {
+			d.now = t
+		}
+	}
+	d.clk.Set(d.now)
+	return body, d.world.apply(meta.Tenant, rec, hookAppID(rec.Headers))
+}
+
+// after notes a delivery mergegate stored.
+func (d *replayDriver) after(rec Recorded, body []byte, status int, answer webhookAnswer) {
+	if status != http.StatusAccepted || answer.Result != "stored" {
+		return
+	}
+	d.stored[rec.Delivery] = true
+	if meta, err := webhook.Parse(rec.Event, body); err == nil && meta.Repo != "" {
+		d.keys[leasedo.Key{Tenant: meta.Tenant, Repo: meta.Repo}] = true
+	}
+}
+
+// state is the final state: every (tenant, repo) a delivery named or the
+// store tracks, in (tenant, repo) order.
+func (d *replayDriver) state(ctx context.Context, store *leasedo.Store) (*ReplayState, error) {
+	keys := maps.Clone(d.keys)
+	tracked, err := store.Tracked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tracked {
+		keys[t.Key] = true
+	}
+	sorted := make([]leasedo.Key, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].Tenant != sorted[j].Tenant {
+			return sorted[i].Tenant < sorted[j].Tenant
+		}
+		return sorted[i].Repo < sorted[j].Repo
+	})
+	out := &ReplayState{Repos: []RepoState{}}
+	for _, k := range sorted {
+		rs, err := repoState(ctx, store, d.gh, d.world, k)
+		if err != nil {
+			return nil, err
+		}
+		out.Repos = append(out.Repos, rs)
+	}
+	return out, nil
+}
+
+// webhookAnswer is the handler's JSON answer.
+type webhookAnswer struct {
+	Result string `json:"result"`
+	Error  string `json:"error"`
+}
+
+// postDelivery hands one delivery to the webhook handler as GitHub would
+// send it, signed with the replay's own secret.
+func postDelivery(h http.Handler, rec Recorded, body []byte) (int, webhookAnswer) {
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	for k, v := range rec.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Del("X-Hub-Signature")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(webhook.EventHeader, rec.Event)
+	req.Header.Set(webhook.DeliveryHeader, rec.Delivery)
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(replaySecret, body))
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, req)
+	var a webhookAnswer
+	_ = json.Unmarshal(rr.Body.Bytes(), &a)
+	return rr.Code, a
+}
+
+// waitIdle waits until every stored delivery is applied and the engine has
+// nothing under way (no pass running, no wake-up or retry pending).
+func waitIdle(ctx context.Context, store *leasedo.Store, eng *Engine, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	pause := 100 * time.Microsecond
+	for {
+		keys, err := store.PendingKeys(ctx)
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 && eng.Busy() == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			what := "work under way"
+			if len(keys) > 0 {
+				what = fmt.Sprintf("deliveries pending for %s", keys[0])
+			}
+			return fmt.Errorf("mergegate did not settle within %s (%s): a delivery that needs a timed retry (GitHub unavailable, a rate limit) cannot be replayed offline", timeout, what)
+		}
+		time.Sleep(pause)
+		pause = min(pause*2, 5*time.Millisecond)
+	}
+}
+
+func repoState(ctx context.Context, store *leasedo.Store, gh *fakegithub.Server, w *world, k leasedo.Key) (RepoState, error) {
+	rs := RepoState{Tenant: k.Tenant, Repo: k.Repo,
+		Merges: []ReplayMerge{}, BranchUpdates: []ReplayBranchUpdate{}, Comments: []ReplayComment{}, LabelsRemoved: []ReplayLabelRemoval{}}
+	var err error
+	if rs.Queue, err = store.Queue(ctx, k); err != nil {
+		return rs, err
+	}
+	if rs.Audit, err = store.Audit(ctx, k); err != nil {
+		return rs, err
+	}
+	if rs.Events, err = store.Events(ctx, k); err != nil {
+		return rs, err
+	}
+	if w.repos[k.Repo] != k.Tenant {
+		return rs, nil // not on this installation's GitHub: nothing done there
+	}
+	for _, m := range gh.Merges() {
+		if m.Repo == k.Repo {
+			rs.Merges = append(rs.Merges, ReplayMerge{PRNumber: m.PRNumber, SHA: m.SHA, Method: m.Method})
+		}
+	}
+	for _, u := range gh.BranchUpdates() {
+		if u.Repo == k.Repo {
+			rs.BranchUpdates = append(rs.BranchUpdates, ReplayBranchUpdate{PRNumber: u.PRNumber, FromSHA: u.FromSHA, ToSHA: u.ToSHA})
+		}
+	}
+	for _, c := range gh.Comments() {
+		if c.Repo == k.Repo {
+			rs.Comments = append(rs.Comments, ReplayComment{PRNumber: c.PRNumber, Body: c.Body})
+		}
+	}
+	for _, l := range gh.LabelsRemoved() {
+		if l.Repo == k.Repo {
+			rs.LabelsRemoved = append(rs.LabelsRemoved, ReplayLabelRemoval{PRNumber: l.PRNumber, Label: l.Label})
+		}
+	}
+	return rs, nil
+}
+
+// compactJSON is the payload as GitHub sends it (compact); a payload that
+// is not valid JSON is sent as it stands, for the handler to refuse.
+func compactJSON(raw json.RawMessage) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
 }

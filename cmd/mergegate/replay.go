@@ -9,13 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -24,162 +23,182 @@ var replaySettings = []setting{
 	{"webhook-secret", "GITHUB_WEBHOOK_SECRET", "", "secret to sign with (the first of a comma-separated list)"},
 	{"delay", "", "100ms", "pause between deliveries"},
 	{"as-fast-as-possible", "", "false", "no pause between deliveries"},
-	{"strict", "", "false", "stop at the first file that is not a recorded delivery (default: name it and skip it)"},
-	{"offline", "", "false", "run the deliveries in-process against a fake GitHub and print the final state as JSON"},
+	{"strict", "", "false", "stop at the first file that is not a recorded delivery, or (--offline) that mergegate refuses; without it such a file is named and skipped"},
+	{"offline", "", "false", "run the deliveries in-process against a fake GitHub built from them and print the final state as JSON"},
+	{"trigger-label", "MERGEGATE_TRIGGER_LABEL", "automerge", "--offline: label that puts a PR in the queue; empty turns the label trigger off"},
+	{"auto-merge-trigger", "MERGEGATE_AUTO_MERGE_TRIGGER", "true", "--offline: GitHub auto-merge puts a PR in the queue"},
+	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "--offline: merge, squash or rebase"},
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags"},
 }
 
-// loadRecorded reads recorded deliveries from files and folders (a
-// folder's .json files in name order, which is arrival order). A file that
-// is not a recorded delivery is named in the returned problems; with strict
-// the first one is an error.
-func loadRecorded(paths []string, strict bool) ([]app.Recorded, []string, error) {
-	var files []string
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !st.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			return nil, nil, err
-		}
-		var names []string
-		for _, e := range entries {
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") && !strings.HasPrefix(e.Name(), ".") {
-				names = append(names, e.Name())
-			}
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			files = append(files, filepath.Join(p, n))
-		}
-	}
-	var out []app.Recorded
-	var problems []string
-	for _, f := range files {
-		rec, err := readRecorded(f)
-		if err != nil {
-			if strict {
-				return nil, nil, err
-			}
-			problems = append(problems, err.Error())
-			continue
-		}
-		out = append(out, rec)
-	}
-	return out, problems, nil
-}
+// replayBools are the replay flags that take no value: `--offline` means
+// `--offline=true`.
+var replayBools = []string{"offline", "strict", "as-fast-as-possible"}
 
-func readRecorded(path string) (app.Recorded, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return app.Recorded{}, err
+// boolArgs rewrites a bare boolean flag into its flag=true form (settings
+// are string flags, which would otherwise take the next argument as their
+// value).
+func boolArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.HasPrefix(a, "-") && !strings.Contains(name, "=") {
+			for _, b := range replayBools {
+				if name == b {
+					a += "=true"
+				}
+			}
+		}
+		out = append(out, a)
 	}
-	var rec app.Recorded
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return rec, fmt.Errorf("%s: not a recorded delivery: %v", path, err)
-	}
-	switch {
-	case rec.Event == "":
-		return rec, fmt.Errorf("%s: not a recorded delivery: no \"event\"", path)
-	case rec.Delivery == "":
-		return rec, fmt.Errorf("%s: not a recorded delivery: no \"delivery\"", path)
-	case len(rec.Payload) == 0 || !json.Valid(rec.Payload) || rec.Payload[0] != '{':
-		return rec, fmt.Errorf("%s: not a recorded delivery: \"payload\" is not a JSON object", path)
-	}
-	return rec, nil
+	return out
 }
 
 func replayCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	v, err := parseSettings(fs, replaySettings, args)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: mergegate replay [flags] FILE|DIR...\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	v, err := parseSettings(fs, replaySettings, boolArgs(args))
 	if err != nil {
 		return err
+	}
+	flags := map[string]bool{}
+	for _, b := range append(replayBools, "auto-merge-trigger") {
+		on, err := strconv.ParseBool(v[b])
+		if err != nil {
+			return usageError{fmt.Errorf("--%s %q: want true or false", b, v[b])}
+		}
+		flags[b] = on
 	}
 	if fs.NArg() == 0 {
-		return usageError{errors.New("name at least one recorded delivery file or folder")}
+		return usageError{errors.New("name at least one recorded delivery file or folder (see 'mergegate help replay')")}
 	}
-	strict := v["strict"] == "true"
-	recs, problems, err := loadRecorded(fs.Args(), strict)
+	// Every setting is checked before any file is read.
+	var (
+		offline  *app.ReplayOptions
+		online   *sender
+		strict   = flags["strict"]
+		triggers = webhook.Options{TriggerLabel: v["trigger-label"], AutoMergeTrigger: flags["auto-merge-trigger"]}
+	)
+	if flags["offline"] {
+		switch v["merge-method"] {
+		case forge.MethodMerge, forge.MethodSquash, forge.MethodRebase:
+		default:
+			return usageError{fmt.Errorf("--merge-method %q: want merge, squash or rebase", v["merge-method"])}
+		}
+		offline = &app.ReplayOptions{Triggers: &triggers, MergeMethod: v["merge-method"], Warn: stderr, Strict: strict}
+	} else {
+		secret, _, _ := strings.Cut(v["webhook-secret"], ",")
+		secret = strings.TrimSpace(secret)
+		if secret == "" {
+			return usageError{errors.New("--webhook-secret (or GITHUB_WEBHOOK_SECRET) is required to sign the deliveries (or use --offline)")}
+		}
+		delay, err := time.ParseDuration(v["delay"])
+		if err != nil || delay < 0 {
+			return usageError{fmt.Errorf("--delay %q: want a duration like 100ms or 1s", v["delay"])}
+		}
+		if flags["as-fast-as-possible"] {
+			delay = 0
+		}
+		online = &sender{url: v["url"], secret: secret, delay: delay, client: &http.Client{Timeout: 30 * time.Second}}
+	}
+
+	in, skipped, err := app.LoadReplay(fs.Args(), strict)
 	if err != nil {
 		return err
 	}
-	for _, p := range problems {
-		fmt.Fprintf(stderr, "skipped %s\n", p)
+	for _, s := range skipped {
+		fmt.Fprintf(stderr, "skipped %v\n", s)
 	}
-	if v["offline"] == "true" {
-		out, err := app.ReplayOffline(context.Background(), recs, app.ReplayOptions{})
+	if len(in.Deliveries) == 0 {
+		fmt.Fprintln(stderr, "no recorded deliveries to replay")
+	}
+	if offline != nil {
+		offline.Scenario, offline.Files = in.Scenario, in.Files
+		out, err := app.ReplayOffline(context.Background(), in.Deliveries, *offline)
 		if err != nil {
 			return err
 		}
 		_, err = stdout.Write(out)
 		return err
 	}
-	secret, _, _ := strings.Cut(v["webhook-secret"], ",")
-	if secret == "" {
-		return usageError{errors.New("--webhook-secret (or GITHUB_WEBHOOK_SECRET) is required to sign the deliveries")}
-	}
-	delay, err := time.ParseDuration(v["delay"])
-	if err != nil {
-		return usageError{fmt.Errorf("--delay %q: want a duration", v["delay"])}
-	}
-	if v["as-fast-as-possible"] == "true" {
-		delay = 0
-	}
-	client := &http.Client{Timeout: 30 * time.Second}
+	return online.replay(in, len(skipped), stdout)
+}
+
+// sender sends recorded deliveries to a running mergegate.
+type sender struct {
+	url, secret string
+	delay       time.Duration
+	client      *http.Client
+}
+
+// replay sends in's deliveries in order and prints each answer's status.
+// A delivery answered other than 2xx is refused: the run goes on, and ends
+// with an error. A delivery that gets no answer stops the run.
+func (s *sender) replay(in app.ReplayInput, skipped int, stdout io.Writer) error {
 	refused := 0
-	for i, rec := range recs {
-		if i > 0 && delay > 0 {
-			time.Sleep(delay)
+	for i, rec := range in.Deliveries {
+		if i > 0 && s.delay > 0 {
+			time.Sleep(s.delay)
 		}
-		status, err := send(client, v["url"], secret, rec)
+		status, msg, err := send(s.client, s.url, s.secret, rec)
 		if err != nil {
-			return fmt.Errorf("delivery %s: %w", rec.Delivery, err)
+			fmt.Fprintf(stdout, "%d sent, %d refused, %d skipped\n", i, refused, skipped)
+			return fmt.Errorf("%s (delivery %s): %w", in.Files[i], rec.Delivery, err)
 		}
-		ok := status >= 200 && status < 300
-		if !ok {
+		line := fmt.Sprintf("%d %s %s %s", status, rec.Event, rec.Delivery, in.Files[i])
+		if status < 200 || status > 299 {
 			refused++
+			if msg != "" {
+				line += ": " + msg
+			}
 		}
-		fmt.Fprintf(stdout, "%d %s %s\n", status, rec.Event, rec.Delivery)
+		fmt.Fprintln(stdout, line)
 	}
-	fmt.Fprintf(stdout, "%d sent, %d refused, %d skipped\n", len(recs), refused, len(problems))
+	fmt.Fprintf(stdout, "%d sent, %d refused, %d skipped\n", len(in.Deliveries), refused, skipped)
 	if refused > 0 {
-		return fmt.Errorf("%d of %d deliveries were refused", refused, len(recs))
+		return fmt.Errorf("%d of %d deliveries were refused", refused, len(in.Deliveries))
 	}
 	return nil
 }
 
-// send posts one recorded delivery as GitHub would, signed with secret.
-func send(client *http.Client, url, secret string, rec app.Recorded) (int, error) {
+// send posts one recorded delivery as GitHub would, signed with secret. It
+// returns the status and, for a refusal, mergegate's error message.
+func send(client *http.Client, url, secret string, rec app.Recorded) (int, string, error) {
 	body := compact(rec.Payload)
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	for k, v := range rec.Headers {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", rec.Event)
-	req.Header.Set("X-GitHub-Delivery", rec.Delivery)
+	req.Header.Set(webhook.EventHeader, rec.Event)
+	req.Header.Set(webhook.DeliveryHeader, rec.Delivery)
 	req.Header.Set("User-Agent", "mergegate-replay")
 	req.Header.Del("X-Hub-Signature")
-	req.Header.Set("X-Hub-Signature-256", webhook.Sign(secret, body))
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, body))
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	io.Copy(io.Discard, resp.Body) //nolint:errcheck
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var answer struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(b, &answer)
+	return resp.StatusCode, answer.Error, nil
 }
 
+// compact is the payload as GitHub sends it: compact JSON.
 func compact(raw json.RawMessage) []byte {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
