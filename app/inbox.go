@@ -61,10 +61,17 @@ func (e *Engine) applyDelivery(ctx context.Context, l *leasedo.Lease, d leasedo.
 	b := leasedo.Batch{Events: t.Events}
 	if d.Repo != "" {
 		b.Track = []leasedo.Key{{Tenant: d.Tenant, Repo: d.Repo}}
-		if t.Ignored != "" {
+		switch {
+		case t.Ignored != "":
 			meta, _ := webhook.Parse(d.Event, d.Body)
 			b.Log = []leasedo.Event{{EventType: d.Event, Action: d.Action, Tenant: d.Tenant, Repo: d.Repo,
 				PRNumber: meta.PRNumber, Details: &leasedo.Details{Sha: meta.Sha, Reason: t.Ignored}}}
+		case t.Push != nil:
+			// No queue action of its own: the engine's next step reads the
+			// head's state (behind its base?) from GitHub. Logged for the
+			// record, as SPEC §4 asks of every event.
+			b.Log = []leasedo.Event{{EventType: d.Event, Action: d.Action, Tenant: d.Tenant, Repo: d.Repo,
+				Details: &leasedo.Details{Sha: t.Push.After, Base: t.Push.Ref, Reason: "push to " + t.Push.Ref}}}
 		}
 	}
 	var tracked []leasedo.Key
