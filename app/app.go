@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -77,6 +76,18 @@ type App struct {
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
 	closeOnce         sync.Once
+
+	// The set-up flow (setup.go) replaces Forge, Engine, Reconciler and
+	// Cron at run time, under mu; the listeners serve through swappable
+	// handlers so the new ones take over without a restart.
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	secrets  string      // webhook secrets in use (flags, env or credentials file)
+	rec      *Recorder   // --record
+	setup    *setupFlow  // nil when the App had credentials at start
+	webhookH swapHandler // POST /webhook; 404 while there is no secret
+	adminH   swapHandler
 }
 
 // New opens the database (migrating it) and builds every part; Start runs them.
@@ -96,85 +107,126 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	a.Store = leasedo.NewStore(db, leasedo.Config{TTL: cfg.LeaseTTL, Dead: cfg.LeaseDead, Clock: cfg.Clock})
 	a.Inbox = a.Store.NewInbox(0)
 
-	if cfg.AppID != 0 {
-		key, err := os.ReadFile(cfg.PrivateKeyPath)
-		if err != nil {
+	creds, err := a.resolveCredentials()
+	if err != nil {
+		a.closeStore()
+		return nil, err
+	}
+	a.secrets = creds.WebhookSecret
+	if creds.AppID != 0 {
+		if a.Forge, err = a.newForge(creds.AppID, []byte(creds.PrivateKey)); err != nil {
 			a.closeStore()
-			return nil, fmt.Errorf("read --private-key: %w", err)
-		}
-		a.Forge, err = forge.New(forge.Config{BaseURL: cfg.GitHubURL, AppID: cfg.AppID, PrivateKey: key,
-			Clock: cfg.Clock.Now})
-		if err != nil {
-			a.closeStore()
-			return nil, fmt.Errorf("GitHub App: %w", err)
+			return nil, err
 		}
 	} else {
-		log.Warn().Msg("no GitHub App id and key: deliveries are stored and applied to queues, but gates wait and nothing merges")
+		log.Warn().Msg("no GitHub App id and key: deliveries are stored and applied to queues, but gates wait and nothing merges; the public listener serves the set-up page")
+		a.setup = newSetupFlow(a)
 	}
+	if a.Engine, a.Reconciler, a.Cron, err = a.wire(a.Forge); err != nil {
+		a.closeStore()
+		return nil, err
+	}
+	a.Metrics.attach(a)
+	return a, nil
+}
+
+// wire builds the engine, the reconciler and the cron over fc (nil: no
+// GitHub). The callbacks capture the new parts, not the App's fields, so
+// that parts built by the set-up flow never call the ones they replace.
+func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile.Cron, error) {
+	cfg, log := a.cfg, a.log
 	opts := webhook.Options{TriggerLabel: cfg.TriggerLabel, AutoMergeTrigger: cfg.AutoMerge}
-	a.Reconciler = reconcile.New(reconcile.Config{
-		Store: a.Store, Forge: a.Forge, Options: opts, Logger: log,
-		OnChange: func(k leasedo.Key) { a.Engine.Kick(k) },
+	var eng *Engine
+	rec := reconcile.New(reconcile.Config{
+		Store: a.Store, Forge: fc, Options: opts, Logger: log, Clock: a.cfg.Clock,
+		OnChange: func(k leasedo.Key) { eng.Kick(k) },
 	})
-	a.Engine = NewEngine(EngineConfig{
-		Store: a.Store, Forge: a.Forge, Options: opts, MergeMethod: cfg.MergeMethod,
+	eng = NewEngine(EngineConfig{
+		Store: a.Store, Forge: fc, Options: opts, MergeMethod: cfg.MergeMethod,
 		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics,
 		OnTracked: func(keys []leasedo.Key) {
 			for _, k := range keys {
 				go func() {
-					if _, err := a.Reconciler.Pass(context.Background(), k); err != nil && !leasedo.IsLocked(err) {
+					if _, err := rec.Pass(context.Background(), k); err != nil && !leasedo.IsLocked(err) {
 						log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("resync of a newly tracked repository")
 					}
 				}()
 			}
 		},
 	})
-	a.Cron, err = reconcile.NewCron(a.Reconciler, cfg.ReconcileEvery, log)
+	cron, err := reconcile.NewCron(rec, cfg.ReconcileEvery, log)
 	if err != nil {
-		a.closeStore()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return a, nil
+	return eng, rec, cron, nil
 }
 
-// PublicHandler is the public listener: /webhook and /healthz.
+// PublicHandler is the public listener: /webhook, /healthz, and the
+// set-up page while the App has no credentials.
 func (a *App) PublicHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz(a.Store))
-	if a.cfg.WebhookSecret == "" {
-		a.log.Warn().Msg("no webhook secret: POST /webhook is not served until one is set")
-		return mux, nil
-	}
-	secrets, err := webhook.ParseSecrets(a.cfg.WebhookSecret)
-	if err != nil {
-		return nil, fmt.Errorf("--webhook-secret: %w", err)
-	}
-	var rec *Recorder
-	if a.cfg.RecordDir != "" {
-		if rec, err = NewRecorder(a.cfg.RecordDir); err != nil {
+	if a.cfg.RecordDir != "" && a.rec == nil {
+		var err error
+		if a.rec, err = NewRecorder(a.cfg.RecordDir); err != nil {
 			return nil, err
 		}
 	}
+	a.mu.Lock()
+	secrets, eng := a.secrets, a.Engine
+	a.mu.Unlock()
+	h, err := a.webhookHandler(secrets, eng)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		a.log.Warn().Msg("no webhook secret: POST /webhook is not served until one is set")
+	}
+	a.webhookH.set(h)
+	mux.Handle("/webhook", &a.webhookH)
+	if a.setup != nil {
+		a.setup.routes(mux)
+	}
+	return mux, nil
+}
+
+// webhookHandler is POST /webhook verified with secrets, kicking eng; nil
+// when there is no secret.
+func (a *App) webhookHandler(secrets string, eng *Engine) (http.Handler, error) {
+	if secrets == "" {
+		return nil, nil
+	}
+	parsed, err := webhook.ParseSecrets(secrets)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-secret: %w", err)
+	}
+	rec := a.rec
 	h := webhook.NewHandler(webhook.HandlerConfig{
-		Secrets: secrets, Inbox: a.Inbox, Clock: a.cfg.Clock, Logger: a.log,
+		Secrets: parsed, Inbox: a.Inbox, Clock: a.cfg.Clock, Logger: a.log,
 		OnStored: func(d leasedo.Delivery) {
 			if rec != nil {
 				if err := rec.Record(d); err != nil {
 					a.log.Error().Err(err).Str("delivery", d.ID).Msg("record delivery")
 				}
 			}
-			a.Engine.Kick(leasedo.Key{Tenant: d.Tenant, Repo: d.Repo})
+			eng.Kick(leasedo.Key{Tenant: d.Tenant, Repo: d.Repo})
 		},
 	})
-	mux.Handle("/webhook", a.Metrics.instrumentWebhook(h))
-	return mux, nil
+	return a.Metrics.instrumentWebhook(h), nil
 }
 
 // AdminHandler is the admin listener.
 func (a *App) AdminHandler() http.Handler {
+	a.mu.Lock()
+	eng, rec := a.Engine, a.Reconciler
+	a.mu.Unlock()
+	return a.adminHandler(eng, rec)
+}
+
+func (a *App) adminHandler(eng *Engine, rec *reconcile.Reconciler) http.Handler {
 	return NewAdminHandler(AdminConfig{
-		Store: a.Store, Engine: a.Engine, Reconciler: a.Reconciler, Token: a.cfg.AdminToken,
-		Metrics: a.Metrics, Logger: a.log, Dashboard: NewDashboard(a.Store, a.Metrics),
+		Store: a.Store, Engine: eng, Reconciler: rec, Token: a.cfg.AdminToken,
+		Metrics: a.Metrics, Logger: a.log, Dashboard: a.dashboard(),
 	})
 }
 
@@ -191,16 +243,21 @@ func (a *App) Start() error {
 		a.publicLn.Close()
 		return fmt.Errorf("listen --admin-addr %s: %w", a.cfg.AdminAddr, err)
 	}
+	a.adminH.set(a.AdminHandler())
 	a.public = &http.Server{Handler: pub, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second}
-	a.admin = &http.Server{Handler: a.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
-	if err := a.Engine.Start(); err != nil {
+	a.admin = &http.Server{Handler: &a.adminH, ReadHeaderTimeout: 10 * time.Second}
+	a.mu.Lock()
+	a.started = true
+	eng, cron, github := a.Engine, a.Cron, a.Forge != nil
+	a.mu.Unlock()
+	if err := eng.Start(); err != nil {
 		return err
 	}
-	a.Cron.Start()
+	cron.Start()
 	go a.serve(a.public, a.publicLn, "public")
 	go a.serve(a.admin, a.adminLn, "admin")
 	a.log.Info().Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).
-		Str("db", a.cfg.DB).Bool("github", a.Forge != nil).Msg("mergegate listening")
+		Str("db", a.cfg.DB).Bool("github", github).Bool("setup", a.setup != nil).Msg("mergegate listening")
 	return nil
 }
 
@@ -227,10 +284,14 @@ func (a *App) Shutdown(ctx context.Context) error {
 			}
 		}
 	}
-	if a.Cron != nil {
-		a.Cron.Stop(ctx)
+	a.mu.Lock() // waits for a set-up switch under way; none starts after
+	a.stopped = true
+	eng, cron := a.Engine, a.Cron
+	a.mu.Unlock()
+	if cron != nil {
+		cron.Stop(ctx)
 	}
-	a.Engine.Stop()
+	eng.Stop()
 	a.closeStore()
 	a.log.Info().Msg("mergegate stopped")
 	return errors.Join(errs...)

@@ -1,21 +1,371 @@
 package app
 
 import (
+	"context"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/leasedo"
 )
 
-// NewDashboard serves GET / on the admin listener.
-func NewDashboard(s *leasedo.Store, m *Metrics) http.Handler {
+// DashboardConfig wires the dashboard.
+type DashboardConfig struct {
+	Store     *leasedo.Store
+	Clock     leasedo.Clock // waiting times; default the wall clock
+	GitHubURL string        // REST base URL; links go to its web host (WebURL)
+	// Status, when set, says whether GitHub is in use and how the cron is.
+	Status func() DashboardStatus
+	Logger zerolog.Logger
+}
+
+// DashboardStatus is the state of the whole process the pages show.
+type DashboardStatus struct {
+	GitHub             bool   `json:"github"` // App credentials in use
+	Setup              bool   `json:"setup"`  // the set-up page is served on the public listener
+	CronRuns           int    `json:"cronRuns"`
+	CronLastSuccess    int64  `json:"cronLastSuccess,omitempty"` // epoch ms
+	CronLastDurationMS int64  `json:"cronLastDurationMs"`
+	CronStale          bool   `json:"cronStale"` // no successful pass for three periods
+	CronLastText       string `json:"-"`
+}
+
+// overviewAudit is how many audit entries per repository GET / shows.
+const overviewAudit = 5
+
+// NewDashboard serves the dashboard on the admin listener (behind its
+// token): GET / (every tracked repository) and GET /repos/{tenant}/{owner}/{name}
+// (one repository: deliveries, audit and event logs). Each page has a JSON
+// twin: ?format=json, or .json after the repository's path.
+func NewDashboard(cfg DashboardConfig) http.Handler {
+	if cfg.Clock == nil {
+		cfg.Clock = leasedo.SystemClock{}
+	}
+	if cfg.Status == nil {
+		cfg.Status = func() DashboardStatus { return DashboardStatus{} }
+	}
+	d := &dashboard{cfg: cfg, web: WebURL(cfg.GitHubURL)}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		repos, err := s.Tracked(r.Context())
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error; see the server log"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"repos": repos})
+	mux.HandleFunc("GET /{$}", d.overview)
+	mux.HandleFunc("GET /repos/{tenant}/{owner}/{name}", d.repo)
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		renderPage(w, http.StatusNotFound, "not_found", pageData{Title: "Not found", Admin: true, D: "There is no page at " + r.URL.Path + "."})
 	})
 	return mux
+}
+
+type dashboard struct {
+	cfg DashboardConfig
+	web string // GitHub's web host
+}
+
+// Overview is GET /'s JSON (and the HTML's data).
+type Overview struct {
+	Now        int64           `json:"now"`
+	Status     DashboardStatus `json:"status"`
+	Deliveries DeliveryCounts  `json:"deliveries"`
+	Repos      []RepoView      `json:"repos"`
+	Queued     int             `json:"queued"`
+	NowText    string          `json:"-"`
+}
+
+// DeliveryCounts counts unapplied deliveries.
+type DeliveryCounts struct {
+	Pending int `json:"pending"`
+	Failed  int `json:"failed"`
+}
+
+// RepoView is one repository: the overview's entries (Pending/Failed
+// counted, the last few audit entries) and the repository page (every
+// delivery, the whole audit and event logs).
+type RepoView struct {
+	Tenant    string             `json:"tenant"`
+	Repo      string             `json:"repo"`
+	Suspended bool               `json:"suspended"`
+	TrackedAt int64              `json:"trackedAt,omitempty"`
+	Lease     LeaseView          `json:"lease"`
+	Queue     []QueueItemView    `json:"queue"`
+	Counts    DeliveryCounts     `json:"deliveryCounts"`
+	Pending   []DeliveryItemView `json:"pending,omitempty"`
+	Failed    []DeliveryItemView `json:"failed,omitempty"`
+	Audit     []AuditView        `json:"audit"`
+	Events    []EventView        `json:"events,omitempty"`
+
+	Link        string          `json:"-"`
+	GitHubURL   string          `json:"-"`
+	Anchor      string          `json:"-"`
+	PendingText string          `json:"-"`
+	FailedText  string          `json:"-"`
+	FailedCount int             `json:"-"`
+	More        bool            `json:"-"`
+	Status      DashboardStatus `json:"-"`
+	NowText     string          `json:"-"`
+}
+
+// LeaseView is the seed's check() answer with display text.
+type LeaseView struct {
+	leasedo.LeaseState
+	AgeText     string `json:"-"`
+	ExpiresText string `json:"-"`
+}
+
+// QueueItemView is one queue entry: the stored item and how long it waited.
+type QueueItemView struct {
+	leasedo.Item
+	Position  int    `json:"position"`
+	Head      bool   `json:"head"`
+	WaitingMS int64  `json:"waitingMs"`
+	URL       string `json:"url"`
+
+	CommitURL  string `json:"-"`
+	ShortSha   string `json:"-"`
+	Waiting    string `json:"-"`
+	QueuedText string `json:"-"`
+	StatusText string `json:"-"`
+}
+
+// AuditView is one audit entry, newest first.
+type AuditView struct {
+	leasedo.AuditEntry
+	URL      string `json:"-"`
+	Ago      string `json:"-"`
+	TimeText string `json:"-"`
+	ShortSha string `json:"-"`
+}
+
+// EventView is one event-log entry, newest first.
+type EventView struct {
+	leasedo.LoggedEvent
+	DetailsText string `json:"-"`
+	URL         string `json:"-"`
+	Ago         string `json:"-"`
+	TimeText    string `json:"-"`
+}
+
+// DeliveryItemView is one unapplied delivery (its body is never shown).
+type DeliveryItemView struct {
+	leasedo.Delivery
+	Ago          string `json:"-"`
+	ReceivedText string `json:"-"`
+	NextTry      string `json:"-"`
+}
+
+func wantJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "json" }
+
+func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	now := d.cfg.Clock.Now()
+	tracked, err := d.cfg.Store.Tracked(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	ov := Overview{Now: now.UnixMilli(), NowText: timeText(now), Status: d.status(now), Repos: []RepoView{}}
+	counts, err := d.cfg.Store.DeliveryCounts(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	ov.Deliveries = DeliveryCounts{Pending: counts[leasedo.DeliveryPending], Failed: counts[leasedo.DeliveryFailed]}
+	for _, t := range tracked {
+		v, err := d.load(ctx, t, now, false)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		ov.Queued += len(v.Queue)
+		ov.Repos = append(ov.Repos, v)
+	}
+	if wantJSON(r) {
+		writeJSON(w, http.StatusOK, ov)
+		return
+	}
+	renderPage(w, http.StatusOK, "dashboard", pageData{Title: "Merge queues", Nav: "all queues",
+		Refresh: 30, JSON: "/?format=json", Admin: true, D: ov})
+}
+
+func (d *dashboard) repo(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	name := r.PathValue("name")
+	asJSON := wantJSON(r)
+	if n, ok := strings.CutSuffix(name, ".json"); ok && n != "" {
+		name, asJSON = n, true
+	}
+	k := leasedo.Key{Tenant: r.PathValue("tenant"), Repo: r.PathValue("owner") + "/" + name}
+	tracked, err := d.cfg.Store.Tracked(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	i := slices.IndexFunc(tracked, func(t leasedo.Tracked) bool { return t.Key == k })
+	if i < 0 {
+		if asJSON {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "not tracked: " + k.String()})
+			return
+		}
+		renderPage(w, http.StatusNotFound, "not_found", pageData{Title: "Not found", Admin: true,
+			D: "Repository " + k.Repo + " of installation " + k.Tenant + " is not tracked."})
+		return
+	}
+	now := d.cfg.Clock.Now()
+	v, err := d.load(ctx, tracked[i], now, true)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if asJSON {
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	renderPage(w, http.StatusOK, "repo", pageData{Title: k.Repo, Nav: "installation " + k.Tenant,
+		Refresh: 30, JSON: v.Link + ".json", Admin: true, D: v})
+}
+
+// load reads one repository; full adds every delivery and the event log,
+// else only counts and the last few audit entries.
+func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, full bool) (RepoView, error) {
+	s, k := d.cfg.Store, t.Key
+	v := RepoView{Tenant: k.Tenant, Repo: k.Repo, Suspended: t.Suspended, TrackedAt: t.TrackedAt,
+		Link:      "/repos/" + url.PathEscape(k.Tenant) + "/" + escapeRepo(k.Repo),
+		GitHubURL: d.web + "/" + k.Repo, Anchor: "r-" + k.Tenant + "-" + strings.ReplaceAll(k.Repo, "/", "-"),
+		Status: d.status(now), NowText: timeText(now), Queue: []QueueItemView{}, Audit: []AuditView{}}
+	items, err := s.Items(ctx, k)
+	if err != nil {
+		return v, err
+	}
+	head := true
+	for i, it := range items {
+		q := QueueItemView{Item: it, Position: i + 1, URL: d.prURL(k, it.PRNumber),
+			CommitURL: d.web + "/" + k.Repo + "/commit/" + it.PRSha, ShortSha: shortSha(it.PRSha),
+			QueuedText: timeText(msTime(it.QueuedAt)), StatusText: strings.ReplaceAll(it.Status, "_", " ")}
+		waited := now.Sub(msTime(it.QueuedAt))
+		q.WaitingMS, q.Waiting = max(waited.Milliseconds(), 0), since(waited)
+		if head && it.Status != leasedo.StatusBounced {
+			q.Head, head = true, false
+		}
+		v.Queue = append(v.Queue, q)
+	}
+	ls, err := s.Check(ctx, k)
+	if err != nil {
+		return v, err
+	}
+	v.Lease = LeaseView{LeaseState: ls}
+	if age, held := leaseAge(ls, s.TTL()); held {
+		v.Lease.AgeText = since(age)
+	}
+	if ls.ExpiresIn != nil {
+		v.Lease.ExpiresText = since(time.Duration(*ls.ExpiresIn) * time.Millisecond)
+	}
+	limit := 100
+	pending, err := s.Deliveries(ctx, k, leasedo.DeliveryPending, limit)
+	if err != nil {
+		return v, err
+	}
+	failed, err := s.Deliveries(ctx, k, leasedo.DeliveryFailed, limit)
+	if err != nil {
+		return v, err
+	}
+	v.Counts = DeliveryCounts{Pending: len(pending), Failed: len(failed)}
+	v.PendingText, v.FailedText, v.FailedCount = countText(len(pending), limit), countText(len(failed), limit), len(failed)
+	audit, err := s.Audit(ctx, k)
+	if err != nil {
+		return v, err
+	}
+	slices.Reverse(audit) // newest first
+	if !full && len(audit) > overviewAudit {
+		audit = audit[:overviewAudit]
+	}
+	for _, a := range audit {
+		at := msTime(a.TS)
+		v.Audit = append(v.Audit, AuditView{AuditEntry: a, URL: d.prURL(k, a.PRNumber), Ago: since(now.Sub(at)),
+			TimeText: timeText(at), ShortSha: shortSha(a.PRSha)})
+	}
+	v.More = !full
+	if !full {
+		return v, nil
+	}
+	for _, dl := range pending {
+		v.Pending = append(v.Pending, deliveryView(dl, now))
+	}
+	for _, dl := range failed {
+		v.Failed = append(v.Failed, deliveryView(dl, now))
+	}
+	events, err := s.Events(ctx, k)
+	if err != nil {
+		return v, err
+	}
+	slices.Reverse(events)
+	for _, e := range events {
+		at := msTime(e.TS)
+		v.Events = append(v.Events, EventView{LoggedEvent: e, DetailsText: string(e.Details), URL: d.prURL(k, e.PRNumber), Ago: since(now.Sub(at)), TimeText: timeText(at)})
+	}
+	return v, nil
+}
+
+// leaseAge is how long a lease has been held: check() gives the age of a
+// stale lease, and the time left of an active one (age = TTL - left).
+func leaseAge(ls leasedo.LeaseState, ttl time.Duration) (time.Duration, bool) {
+	switch {
+	case ls.AgeMS != nil:
+		return time.Duration(*ls.AgeMS) * time.Millisecond, true
+	case ls.Locked && ls.ExpiresIn != nil:
+		return max(ttl-time.Duration(*ls.ExpiresIn)*time.Millisecond, 0), true
+	case ls.Locked || ls.Stale:
+		return 0, true
+	}
+	return 0, false
+}
+
+func deliveryView(dl leasedo.Delivery, now time.Time) DeliveryItemView {
+	dl.Body = nil
+	v := DeliveryItemView{Delivery: dl, Ago: since(now.Sub(dl.ReceivedAt)), ReceivedText: timeText(dl.ReceivedAt), NextTry: "—"}
+	if dl.State == leasedo.DeliveryPending {
+		if wait := dl.NextTryAt.Sub(now); wait > 0 {
+			v.NextTry = "in " + since(wait)
+		} else {
+			v.NextTry = "now"
+		}
+	}
+	return v
+}
+
+func countText(n, limit int) string {
+	if n >= limit {
+		return strconv.Itoa(limit) + "+"
+	}
+	return strconv.Itoa(n)
+}
+
+func (d *dashboard) prURL(k leasedo.Key, pr int) string {
+	if pr <= 0 {
+		return ""
+	}
+	return d.web + "/" + k.Repo + "/pull/" + strconv.Itoa(pr)
+}
+
+func (d *dashboard) status(now time.Time) DashboardStatus {
+	st := d.cfg.Status()
+	if st.CronLastSuccess > 0 {
+		st.CronLastText = timeText(msTime(st.CronLastSuccess))
+	}
+	return st
+}
+
+func escapeRepo(repo string) string {
+	owner, name, _ := strings.Cut(repo, "/")
+	return url.PathEscape(owner) + "/" + url.PathEscape(name)
+}
+
+func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
+	d.cfg.Logger.Error().Err(err).Str("path", r.URL.Path).Msg("dashboard")
+	if wantJSON(r) || strings.HasSuffix(r.URL.Path, ".json") {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error; see the server log"})
+		return
+	}
+	http.Error(w, "internal error; see the server log", http.StatusInternalServerError)
 }

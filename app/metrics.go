@@ -16,8 +16,7 @@ type Metrics struct {
 	deliveries     *prometheus.CounterVec
 	ingestLatency  prometheus.Histogram
 	processLatency prometheus.Histogram
-	queueDepth     *prometheus.GaugeVec
-	oldestEntry    *prometheus.GaugeVec
+	githubCalls    *prometheus.CounterVec // by endpoint and status; see metrics_github.go
 	merges         *prometheus.CounterVec
 	bounces        *prometheus.CounterVec
 	branchUpdates  *prometheus.CounterVec
@@ -41,10 +40,8 @@ func NewMetrics() *Metrics {
 			Help: "Time from a delivery's request to its durable 202.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		processLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mergegate_processing_delay_seconds",
 			Help: "Time from a delivery's receipt to its application to the queue.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
-		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mergegate_queue_depth",
-			Help: "Entries in the merge queue."}, []string{"tenant", "repo"}),
-		oldestEntry: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mergegate_queue_oldest_entry_age_seconds",
-			Help: "Age of the oldest entry in the merge queue."}, []string{"tenant", "repo"}),
+		githubCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_github_calls_total",
+			Help: "HTTP requests sent to GitHub, by endpoint (method and path template) and HTTP status (\"error\": no answer)."}, []string{"endpoint", "status"}),
 		merges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_merges_total",
 			Help: "Pull requests merged."}, []string{"tenant", "repo"}),
 		bounces: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_bounces_total",
@@ -56,7 +53,7 @@ func NewMetrics() *Metrics {
 		timeToMerge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mergegate_time_to_merge_seconds",
 			Help: "Time from joining the queue to the merge.", Buckets: prometheus.ExponentialBuckets(1, 2, 16)}),
 	}
-	r.MustRegister(m.deliveries, m.webhookReqs, m.ingestLatency, m.processLatency, m.queueDepth, m.oldestEntry,
+	r.MustRegister(m.deliveries, m.webhookReqs, m.ingestLatency, m.processLatency, m.githubCalls,
 		m.merges, m.bounces, m.branchUpdates, m.gateEvals, m.timeToMerge)
 	return m
 }
@@ -82,17 +79,11 @@ func (m *Metrics) Webhook(status int, took time.Duration) {
 	}
 }
 
-func (m *Metrics) queue(k leasedo.Key, items []leasedo.Item, now time.Time) {
-	if m == nil {
-		return
-	}
-	m.queueDepth.WithLabelValues(k.Tenant, k.Repo).Set(float64(len(items)))
-	age := 0.0
-	if len(items) > 0 {
-		age = now.Sub(time.UnixMilli(items[0].QueuedAt)).Seconds()
-	}
-	m.oldestEntry.WithLabelValues(k.Tenant, k.Repo).Set(age)
-}
+// queue is told of a queue after each engine pass. Queue depth, oldest
+// entry age and lease age are read from the database at scrape time
+// instead (metrics_app.go), so that they are right for every tracked
+// repository, also one the engine has not touched since start.
+func (m *Metrics) queue(leasedo.Key, []leasedo.Item, time.Time) {}
 
 func (m *Metrics) merged(k leasedo.Key, waited time.Duration) {
 	if m == nil {

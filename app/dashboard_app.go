@@ -1,0 +1,32 @@
+package app
+
+import (
+	"net/http"
+	"time"
+)
+
+// dashboard is the App's dashboard: its store, clock and GitHub, and the
+// status of the parts the set-up flow may replace.
+func (a *App) dashboard() http.Handler {
+	return NewDashboard(DashboardConfig{
+		Store: a.Store, Clock: a.cfg.Clock, GitHubURL: a.cfg.GitHubURL, Logger: a.log,
+		Status: a.dashboardStatus,
+	})
+}
+
+func (a *App) dashboardStatus() DashboardStatus {
+	fc, _, cron := a.current()
+	st := DashboardStatus{GitHub: fc != nil, Setup: a.setup != nil && !a.setup.Done()}
+	if cron == nil {
+		return st
+	}
+	st.CronRuns = cron.Runs()
+	st.CronLastDurationMS = cron.LastDuration().Milliseconds()
+	last := cron.LastSuccess()
+	if !last.IsZero() {
+		st.CronLastSuccess = last.UnixMilli()
+	}
+	// The cron runs on the wall clock (robfig/cron).
+	st.CronStale = st.CronRuns > 0 && (last.IsZero() || time.Since(last) > 3*a.cfg.ReconcileEvery)
+	return st
+}

@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// scrapeTimeout bounds the database reads of one scrape.
+const scrapeTimeout = 5 * time.Second
+
+var (
+	descQueueDepth = prometheus.NewDesc("mergegate_queue_depth",
+		"Entries in the merge queue (bounced ones included).", []string{"tenant", "repo"}, nil)
+	descOldest = prometheus.NewDesc("mergegate_queue_oldest_entry_age_seconds",
+		"Age of the oldest entry in the merge queue (0 when empty).", []string{"tenant", "repo"}, nil)
+	descLeaseAge = prometheus.NewDesc("mergegate_lease_age_seconds",
+		"Age of the repository's lease while one is held (0 when free); a stale lease keeps its age until the cron force-releases it.", []string{"tenant", "repo"}, nil)
+	descLeaseHeld = prometheus.NewDesc("mergegate_lease_held",
+		"1 while the repository's lease is held (stale included), else 0.", []string{"tenant", "repo"}, nil)
+	descTracked = prometheus.NewDesc("mergegate_tracked_repositories",
+		"Repositories mergegate keeps a queue for.", nil, nil)
+	descUnapplied = prometheus.NewDesc("mergegate_deliveries_unapplied",
+		"Deliveries stored but not applied: pending (to do) or failed (given up on, kept for the operator).", []string{"state"}, nil)
+	descRate = prometheus.NewDesc("mergegate_github_rate_limit_remaining",
+		"GitHub REST rate-limit points left for the installation, from the last answer's headers.", []string{"tenant"}, nil)
+	descRateReset = prometheus.NewDesc("mergegate_github_rate_limit_reset_timestamp_seconds",
+		"When the installation's rate-limit window resets.", []string{"tenant"}, nil)
+	descOpRequests = prometheus.NewDesc("mergegate_github_requests_total",
+		"Requests to GitHub by operation (pulls.get, checks.list-for-ref, ...), conditional ones included.", []string{"operation"}, nil)
+	descOpNotModified = prometheus.NewDesc("mergegate_github_not_modified_total",
+		"Conditional GETs GitHub answered 304 Not Modified (free of rate-limit cost), by operation.", []string{"operation"}, nil)
+	descConfigured = prometheus.NewDesc("mergegate_github_app_configured",
+		"1 when mergegate has GitHub App credentials (gates and merges run), 0 while it waits for the set-up.", nil, nil)
+	descCronDuration = prometheus.NewDesc("mergegate_reconcile_last_duration_seconds",
+		"How long the last reconcile cron pass took, successful or not.", nil, nil)
+	descCronSuccess = prometheus.NewDesc("mergegate_reconcile_last_success_timestamp_seconds",
+		"When the last reconcile cron pass that ended without error ended (0: none yet).", nil, nil)
+	descCronRuns = prometheus.NewDesc("mergegate_reconcile_runs_total",
+		"Reconcile cron passes ended.", nil, nil)
+)
+
+// appCollector reads, at scrape time, what lives in the database (queues,
+// leases, deliveries) and in the current GitHub client and cron, which the
+// set-up flow may replace.
+type appCollector struct{ a *App }
+
+// attach registers the App's scrape-time series.
+func (m *Metrics) attach(a *App) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(appCollector{a})
+}
+
+func (c appCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descQueueDepth, descOldest, descLeaseAge, descLeaseHeld, descTracked,
+		descUnapplied, descRate, descRateReset, descOpRequests, descOpNotModified, descConfigured,
+		descCronDuration, descCronSuccess, descCronRuns} {
+		ch <- d
+	}
+}
+
+func (c appCollector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	fc, _, cron := a.current()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	configured := 0.0
+	if fc != nil {
+		configured = 1
+	}
+	gauge(descConfigured, configured)
+	if cron != nil {
+		gauge(descCronDuration, cron.LastDuration().Seconds())
+		last := 0.0
+		if t := cron.LastSuccess(); !t.IsZero() {
+			last = float64(t.UnixNano()) / 1e9
+		}
+		gauge(descCronSuccess, last)
+		counter(descCronRuns, float64(cron.Runs()))
+	}
+	if fc != nil {
+		for op, st := range fc.EndpointStats() {
+			counter(descOpRequests, float64(st.Requests), op)
+			counter(descOpNotModified, float64(st.NotModified), op)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	s := a.Store
+	if counts, err := s.DeliveryCounts(ctx); err == nil {
+		gauge(descUnapplied, float64(counts[leasedo.DeliveryPending]), leasedo.DeliveryPending)
+		gauge(descUnapplied, float64(counts[leasedo.DeliveryFailed]), leasedo.DeliveryFailed)
+	} else {
+		a.log.Warn().Err(err).Msg("metrics: count deliveries")
+	}
+	tracked, err := s.Tracked(ctx)
+	if err != nil {
+		a.log.Warn().Err(err).Msg("metrics: list tracked repositories")
+		return
+	}
+	gauge(descTracked, float64(len(tracked)))
+	now := a.cfg.Clock.Now()
+	tenants := map[string]bool{}
+	for _, t := range tracked {
+		k := t.Key
+		tenants[k.Tenant] = true
+		if items, err := s.Items(ctx, k); err == nil {
+			gauge(descQueueDepth, float64(len(items)), k.Tenant, k.Repo)
+			oldest := 0.0
+			if len(items) > 0 {
+				first := items[0].QueuedAt
+				for _, it := range items[1:] {
+					first = min(first, it.QueuedAt)
+				}
+				oldest = max(now.Sub(time.UnixMilli(first)).Seconds(), 0)
+			}
+			gauge(descOldest, oldest, k.Tenant, k.Repo)
+		}
+		if ls, err := s.Check(ctx, k); err == nil {
+			held, age := 0.0, 0.0
+			if d, ok := leaseAge(ls, s.TTL()); ok {
+				held, age = 1, d.Seconds()
+			}
+			gauge(descLeaseHeld, held, k.Tenant, k.Repo)
+			gauge(descLeaseAge, age, k.Tenant, k.Repo)
+		}
+	}
+	if fc != nil {
+		for tenant := range tenants {
+			if rem, reset, known := fc.RateRemaining(tenant); known {
+				gauge(descRate, float64(rem), tenant)
+				gauge(descRateReset, float64(reset.Unix()), tenant)
+			}
+		}
+	}
+}

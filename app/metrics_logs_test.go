@@ -1,0 +1,150 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// secretsIn reports every secret found in log.
+func secretsIn(log string, secrets map[string]string) []string {
+	var found []string
+	for what, s := range secrets {
+		if s != "" && strings.Contains(log, s) {
+			found = append(found, what)
+		}
+	}
+	return found
+}
+
+// pemSecrets are the lines of a PEM key's body: any one in a log is a leak.
+func pemSecrets(pem []byte) map[string]string {
+	out := map[string]string{"PEM header": "PRIVATE KEY-----"}
+	for i, line := range strings.Split(string(pem), "\n") {
+		if len(line) >= 32 && !strings.HasPrefix(line, "-----") {
+			out["PEM line "+string(rune('0'+i%10))+line[:4]] = line
+		}
+	}
+	return out
+}
+
+var installationToken = regexp.MustCompile(`gh[sopu]_[A-Za-z0-9]{16,}`)
+
+// TestLogsCarryNoSecret runs a full scenario through the real App (merge,
+// bounce with comment and label removal, admin calls with the token and
+// without, a forged delivery) and greps the log for the webhook secret,
+// the App's key, installation tokens and the admin token.
+func TestLogsCarryNoSecret(t *testing.T) {
+	const adminToken = "admin-token-0123456789abcdef"
+	h := newHarness(t, func(c *Config) { c.AdminToken = adminToken })
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.label(7, shaA)
+	h.pass(shaA)
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	h.gh.SetCheckRun(testRepo, shaC, "ci/build", "completed", "failure")
+	h.label(9, shaC)
+	h.settle()
+	h.label(8, shaB)
+	h.settle()
+
+	for _, tok := range []string{adminToken, "wrong-token"} {
+		for _, u := range []string{"/queue?tenant=1&repo=Codertocat/Hello-World", "/", "/metrics"} {
+			req, _ := http.NewRequest(http.MethodGet, h.admin+u, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.admin+"/reconcile", strings.NewReader(`{"tenant":"1","repo":"Codertocat/Hello-World"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	// A delivery signed with another secret: 401, logged.
+	body := h.prPayload("labeled", 10, shaB, "automerge")
+	req, _ = http.NewRequest(http.MethodPost, h.pub+"/webhook", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", "forged-1")
+	req.Header.Set("X-Hub-Signature-256", "sha256=0000")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	h.settle()
+	// Stop first: the log is read only once nothing writes it any more.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.app.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	log := h.logBuf.String()
+	if h.gh.TokensIssued() < 1 {
+		t.Fatal("the scenario minted no installation token")
+	}
+	secrets := pemSecrets(h.gh.PrivateKeyPEM())
+	secrets["webhook secret"] = testSecret
+	secrets["admin token"] = adminToken
+	if found := secretsIn(log, secrets); len(found) > 0 {
+		t.Errorf("the log shows: %v", found)
+	}
+	if m := installationToken.FindString(log); m != "" {
+		t.Errorf("the log shows an installation token %q", m)
+	}
+	if strings.Contains(log, "ghs_") {
+		t.Error(`the log shows "ghs_"`)
+	}
+	checkLogKeys(t, log)
+	if t.Failed() {
+		t.Logf("log:\n%s", log)
+	}
+}
+
+// checkLogKeys: every line is JSON; one line per delivery and per queue
+// transition, each with its fixed keys.
+func checkLogKeys(t *testing.T, log string) {
+	t.Helper()
+	keys := map[string][]string{
+		"webhook delivery":      {"delivery", "event", "action", "tenant", "repo", "status"},
+		"delivery applied":      {"delivery", "event", "tenant", "repo", "result"},
+		"gate passed":           {"tenant", "repo", "pr", "sha"},
+		"gate failed: bouncing": {"tenant", "repo", "pr", "sha", "reason"},
+		"bounced":               {"tenant", "repo", "pr", "sha", "reason"},
+		"merged":                {"tenant", "repo", "pr", "sha", "method"},
+	}
+	seen := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Errorf("a log line is not JSON: %s", sc.Text())
+			continue
+		}
+		msg, _ := line["message"].(string)
+		want, ok := keys[msg]
+		if !ok {
+			continue
+		}
+		seen[msg]++
+		for _, k := range want {
+			if _, ok := line[k]; !ok {
+				t.Errorf("%q line lacks %q: %s", msg, k, sc.Text())
+			}
+		}
+	}
+	for msg := range keys {
+		if seen[msg] == 0 && msg != "bounced" { // a failed gate bounces without it
+			t.Errorf("no %q line in the log", msg)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package app
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+func scrape(t *testing.T, h *harness) string {
+	t.Helper()
+	resp, err := http.Get(h.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics = %d: %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func TestMetricsNamesAfterAMergeAndABounce(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.label(7, shaA)
+	h.pass(shaA)
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	h.gh.SetCheckRun(testRepo, shaC, "ci/build", "completed", "failure")
+	h.label(9, shaC)
+	h.settle()
+	h.label(8, shaB) // waits behind the bounced #9
+	h.settle()
+
+	text := scrape(t, h)
+	for _, want := range []string{
+		// deliveries by event and outcome; ingest and processing latency
+		`mergegate_deliveries_total{event="pull_request",outcome="joined"}`,
+		`mergegate_webhook_requests_total{status="202"}`,
+		"mergegate_ingest_seconds_bucket", "mergegate_processing_delay_seconds_bucket",
+		// queue depth, oldest entry, lease age per repository
+		`mergegate_queue_depth{repo="Codertocat/Hello-World",tenant="1"} 2`,
+		`mergegate_queue_oldest_entry_age_seconds{repo="Codertocat/Hello-World",tenant="1"}`,
+		`mergegate_lease_age_seconds{repo="Codertocat/Hello-World",tenant="1"}`,
+		`mergegate_lease_held{repo="Codertocat/Hello-World",tenant="1"}`,
+		"mergegate_tracked_repositories 1",
+		`mergegate_deliveries_unapplied{state="pending"} 0`,
+		// merges, bounces by reason, gates
+		`mergegate_merges_total{repo="Codertocat/Hello-World",tenant="1"} 1`,
+		`mergegate_bounces_total{reason=`,
+		"mergegate_gate_evaluations_total", "mergegate_time_to_merge_seconds_bucket",
+		// GitHub calls by endpoint and status, by operation, rate limit
+		`mergegate_github_calls_total{endpoint="PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge",status="200"} 1`,
+		`mergegate_github_calls_total{endpoint="POST /app/installations/{installation_id}/access_tokens",status="201"}`,
+		`mergegate_github_requests_total{operation="pulls.get"}`,
+		"mergegate_github_not_modified_total",
+		`mergegate_github_rate_limit_remaining{tenant="1"}`,
+		"mergegate_github_rate_limit_reset_timestamp_seconds",
+		"mergegate_github_app_configured 1",
+		// the cron
+		"mergegate_reconcile_last_duration_seconds", "mergegate_reconcile_last_success_timestamp_seconds",
+		"mergegate_reconcile_runs_total",
+		// Go and the process
+		"go_goroutines", "process_resident_memory_bytes",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", text)
+	}
+	// A held lease: its age.
+	resp, err := http.Post(h.admin+"/lease/acquire", "application/json", strings.NewReader(`{"tenant":"1","repo":"Codertocat/Hello-World"}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquire: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	h.clock.Advance(10 * time.Second)
+	text = scrape(t, h)
+	for _, want := range []string{
+		`mergegate_lease_held{repo="Codertocat/Hello-World",tenant="1"} 1`,
+		`mergegate_lease_age_seconds{repo="Codertocat/Hello-World",tenant="1"} 10`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	mfs, err := h.app.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestMetricsWithoutGitHub(t *testing.T) {
+	h, _ := startApp(t, nil, nil, bareConfig("https://api.github.com/", nil, t.TempDir()))
+	text := scrape(t, h)
+	for _, want := range []string{"mergegate_github_app_configured 0", "mergegate_tracked_repositories 0", "mergegate_reconcile_runs_total"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, text)
+		}
+	}
+}
+
+func TestGitHubEndpointTemplates(t *testing.T) {
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", "/repos/o/r/pulls/12", "GET /repos/{owner}/{repo}/pulls/{pull_number}"},
+		{"PUT", "/api/v3/repos/o/r/pulls/12/merge", "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge"},
+		{"GET", "/repos/o/r/branches/release/2.x/protection/required_status_checks", "GET /repos/{owner}/{repo}/branches/{branch}/protection/required_status_checks"},
+		{"GET", "/repos/o/r/rules/branches/feature/x", "GET /repos/{owner}/{repo}/rules/branches/{branch}"},
+		{"GET", "/repos/o/r/commits/abc123/check-runs", "GET /repos/{owner}/{repo}/commits/{ref}/check-runs"},
+		{"DELETE", "/repos/o/r/issues/3/labels/automerge", "DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}"},
+		{"POST", "/app/installations/99/access_tokens", "POST /app/installations/{installation_id}/access_tokens"},
+		{"GET", "/installation/repositories", "GET /installation/repositories"},
+		{"POST", "/app-manifests/xyz/conversions", "POST /app-manifests/{code}/conversions"},
+		{"GET", "/something/unexpected", "GET /{param}/{param}"},
+	} {
+		if got := githubEndpoint(c.method, c.path); got != c.want {
+			t.Errorf("githubEndpoint(%s %s) = %q, want %q", c.method, c.path, got, c.want)
+		}
+	}
+}

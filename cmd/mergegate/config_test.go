@@ -1,0 +1,176 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clearEnv unsets the environment variables of every serve setting for
+// the test (CI runners set some, e.g. GITHUB_API_URL).
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, s := range serveSettings {
+		if s.env == "" {
+			continue
+		}
+		t.Setenv(s.env, "") // restores the original value after the test
+		os.Unsetenv(s.env)
+	}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "mergegate.yml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func parse(t *testing.T, args ...string) (values, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parseSettings(fs, serveSettings, args)
+}
+
+func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
+	clearEnv(t)
+	file := writeConfig(t, `
+addr: ":7001"
+admin-addr: "127.0.0.1:7002"
+db: /from/file.db
+merge-method: rebase
+`)
+	t.Setenv("MERGEGATE_ADMIN_ADDR", "127.0.0.1:8002") // env beats the file
+	t.Setenv("MERGEGATE_DB", "/from/env.db")           // env, beaten by the flag
+	v, err := parse(t, "--config", file, "--db", "/from/flag.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"db":              "/from/flag.db",  // flag > env > file
+		"admin-addr":      "127.0.0.1:8002", // env > file
+		"addr":            ":7001",          // file > default
+		"merge-method":    "rebase",         // file > default
+		"reconcile-every": "5m",             // default
+		"lease-ttl":       "30s",            // default
+	} {
+		if v[key] != want {
+			t.Errorf("%s = %q, want %q", key, v[key], want)
+		}
+	}
+}
+
+func TestConfigFileFromEnvironment(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("MERGEGATE_CONFIG", writeConfig(t, "trigger-label: merge-me\n"))
+	v, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v["trigger-label"] != "merge-me" {
+		t.Fatalf("trigger-label = %q", v["trigger-label"])
+	}
+	// The flag names another file: it wins over MERGEGATE_CONFIG.
+	v, err = parse(t, "--config", writeConfig(t, "trigger-label: other\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v["trigger-label"] != "other" {
+		t.Fatalf("trigger-label = %q with --config", v["trigger-label"])
+	}
+}
+
+func TestConfigFileEmptyValueAndTypes(t *testing.T) {
+	clearEnv(t)
+	file := writeConfig(t, `
+trigger-label: ""
+auto-merge-trigger: false
+app-id: 12345
+private-key: /etc/mergegate/app.pem
+reconcile-every: 10m
+lease-ttl: 20s
+lease-dead: 60s
+`)
+	v, err := parse(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.appConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TriggerLabel != "" || c.AutoMerge || c.AppID != 12345 || c.ReconcileEvery != 10*time.Minute ||
+		c.LeaseTTL != 20*time.Second || c.LeaseDead != time.Minute || c.PrivateKeyPath != "/etc/mergegate/app.pem" {
+		t.Fatalf("config = %+v", c)
+	}
+	// An empty environment variable is set: it beats the file.
+	t.Setenv("MERGEGATE_TRIGGER_LABEL", "env-label")
+	t.Setenv("MERGEGATE_RECONCILE_EVERY", "")
+	v, err = parse(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v["trigger-label"] != "env-label" || v["reconcile-every"] != "" {
+		t.Fatalf("trigger-label %q, reconcile-every %q", v["trigger-label"], v["reconcile-every"])
+	}
+}
+
+func TestConfigFileRefusesUnknownKeys(t *testing.T) {
+	clearEnv(t)
+	for name, body := range map[string]string{
+		"a typo":        "admin_addr: 127.0.0.1:9\nmerge-methd: squash\n",
+		"config itself": "config: /etc/other.yml\n",
+	} {
+		_, err := parse(t, "--config", writeConfig(t, body))
+		if err == nil || !strings.Contains(err.Error(), "unknown keys") {
+			t.Errorf("%s: err = %v, want unknown keys", name, err)
+		}
+	}
+	_, err := parse(t, "--config", writeConfig(t, "admin_addr: x\nmerge-methd: y\n"))
+	if err == nil || !strings.Contains(err.Error(), "admin_addr, merge-methd") {
+		t.Errorf("the error should name every unknown key: %v", err)
+	}
+	if _, err := parse(t, "--config", writeConfig(t, "addr: [unclosed\n")); err == nil {
+		t.Error("malformed YAML accepted")
+	}
+	if _, err := parse(t, "--config", filepath.Join(t.TempDir(), "missing.yml")); err == nil {
+		t.Error("a missing config file accepted")
+	}
+}
+
+// The examples in deploy/ use only keys and variables that exist.
+func TestDeployExamplesAreValid(t *testing.T) {
+	clearEnv(t)
+	v, err := parse(t, "--config", filepath.Join("..", "..", "deploy", "mergegate.example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.appConfig(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "mergegate.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, s := range serveSettings {
+		known[s.env] = true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimPrefix(strings.TrimSpace(line), "#")
+		name, _, ok := strings.Cut(line, "=")
+		if !ok || strings.ContainsAny(name, " :") {
+			continue // prose
+		}
+		if !known[name] {
+			t.Errorf("deploy/mergegate.env.example sets %s, which no flag reads", name)
+		}
+	}
+}
