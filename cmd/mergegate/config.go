@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -41,6 +42,32 @@ var serveSettings = []setting{
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
 }
 
+// isBool: a setting whose default is true or false is a boolean flag:
+// `--offline` alone means `--offline=true`.
+func (s setting) isBool() bool { return s.def == "true" || s.def == "false" }
+
+// boolString is a boolean flag that keeps its value as the string the
+// other settings are resolved as.
+type boolString struct{ v string }
+
+func (b *boolString) String() string {
+	if b == nil {
+		return ""
+	}
+	return b.v
+}
+
+func (b *boolString) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	b.v = strconv.FormatBool(on)
+	return nil
+}
+
+func (b *boolString) IsBoolFlag() bool { return true }
+
 // values is a parsed command line: every setting resolved as flag, then
 // environment, then config file, then default.
 type values map[string]string
@@ -53,10 +80,19 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 		if s.env != "" {
 			usage += " (env " + s.env + ")"
 		}
+		if s.isBool() {
+			b := &boolString{v: s.def}
+			fs.Var(b, s.name, usage)
+			ptrs[s.name] = &b.v
+			continue
+		}
 		ptrs[s.name] = fs.String(s.name, s.def, usage)
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

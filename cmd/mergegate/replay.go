@@ -31,31 +31,8 @@ var replaySettings = []setting{
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags"},
 }
 
-// replayBools are the replay flags that take no value: `--offline` means
-// `--offline=true`.
+// replayBools are the replay flags that take no value.
 var replayBools = []string{"offline", "strict", "as-fast-as-possible"}
-
-// boolArgs rewrites a bare boolean flag into its flag=true form (settings
-// are string flags, which would otherwise take the next argument as their
-// value).
-func boolArgs(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i, a := range args {
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		name := strings.TrimLeft(a, "-")
-		if strings.HasPrefix(a, "-") && !strings.Contains(name, "=") {
-			for _, b := range replayBools {
-				if name == b {
-					a += "=true"
-				}
-			}
-		}
-		out = append(out, a)
-	}
-	return out
-}
 
 func replayCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
@@ -64,7 +41,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "usage: mergegate replay [flags] FILE|DIR...\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	v, err := parseSettings(fs, replaySettings, boolArgs(args))
+	v, err := parseSettings(fs, replaySettings, args)
 	if err != nil {
 		return err
 	}
