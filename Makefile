@@ -1,0 +1,33 @@
+# mergegate — the two commands a newcomer needs are `make run` and `make test`.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: build run test race vet fmt bench fuzz ci
+
+build: ## build ./bin/mergegate
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mergegate ./cmd/mergegate
+
+run: build ## run mergegate with the embedded SQLite default (mergegate.db here)
+	./bin/mergegate serve --log-format console
+
+test: ## the whole suite, with the race detector
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -l -w .
+
+bench: ## benchmarks (figures in the README)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(or $(FUZZTIME),10s) ./webhook
+	$(GO) test -run '^$$' -fuzz '^FuzzTranslate$$' -fuzztime $(or $(FUZZTIME),10s) ./webhook
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(or $(FUZZTIME),10s) ./webhook
+	$(GO) test -run '^$$' -fuzz '^FuzzEventJSON$$' -fuzztime $(or $(FUZZTIME),10s) ./leasedo
+
+ci: vet test
