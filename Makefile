@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test race vet fmt bench fuzz ci
+.PHONY: build run test race vet fmt bench fuzz fuzz-short ci
 
 build: ## build ./bin/mergegate
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mergegate ./cmd/mergegate
@@ -31,3 +31,6 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	$(GO) test -run '^$$' -fuzz '^FuzzEventJSON$$' -fuzztime $(or $(FUZZTIME),10s) ./leasedo
 
 ci: vet test
+
+fuzz-short: ## every fuzz target for 5 s (CI)
+	./scripts/fuzz-short

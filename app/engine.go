@@ -27,6 +27,9 @@ type EngineConfig struct {
 	MaxAttempts int
 	// Retention of processed deliveries before they are pruned.
 	Retention time.Duration
+	// PruneEvery is how often they are pruned (default 10 m, or half the
+	// retention when that is shorter).
+	PruneEvery time.Duration
 	// OnTracked is told of repositories an installation event added, so
 	// they can be resynced at once (the cron's pass for one repository).
 	OnTracked func(keys []leasedo.Key)
@@ -54,7 +57,15 @@ type Engine struct {
 
 	reqMu    sync.Mutex
 	required map[string]cachedRequired
+
+	// drains bounds how many repositories drain their inbox at once. The
+	// database has one writer, so more would not go faster: they would
+	// queue for it, each holding up to drainBatch bodies in memory.
+	drains chan struct{}
 }
+
+// maxDrains is how many repositories drain their inbox at once.
+const maxDrains = 4
 
 type worker struct {
 	key  leasedo.Key
@@ -78,6 +89,9 @@ func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Retention <= 0 {
 		cfg.Retention = 72 * time.Hour
 	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = min(10*time.Minute, max(cfg.Retention/2, time.Second))
+	}
 	if cfg.MergeMethod == "" {
 		cfg.MergeMethod = forge.MethodMerge
 	}
@@ -87,6 +101,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		ctx: ctx, cancel: cancel,
 		workers:  map[leasedo.Key]*worker{},
 		required: map[string]cachedRequired{},
+		drains:   make(chan struct{}, maxDrains),
 	}
 }
 
@@ -213,7 +228,7 @@ func (e *Engine) housekeeping() {
 	defer e.wg.Done()
 	sweep := time.NewTicker(30 * time.Second)
 	defer sweep.Stop()
-	prune := time.NewTicker(10 * time.Minute)
+	prune := time.NewTicker(e.cfg.PruneEvery)
 	defer prune.Stop()
 	for {
 		select {
@@ -251,6 +266,19 @@ func (e *Engine) Prune(ctx context.Context) {
 // lease, a backoff, a rate limit), 0 when it is done until the next kick.
 func (e *Engine) sync(k leasedo.Key) time.Duration {
 	ctx := e.ctx
+	select {
+	case e.drains <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	drained := false
+	endDrain := func() {
+		if !drained {
+			drained = true
+			<-e.drains
+		}
+	}
+	defer endDrain()
 	l, err := e.store.Acquire(ctx, k, "worker")
 	if err != nil {
 		var le *leasedo.LockedError
@@ -271,6 +299,7 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 		}
 	}()
 	retry := e.drain(ctx, l)
+	endDrain() // advancing the queue waits on GitHub, not on the database
 	if k.Repo == "" || ctx.Err() != nil {
 		return retry
 	}

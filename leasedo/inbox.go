@@ -100,7 +100,7 @@ func (in *Inbox) run() {
 
 func (in *Inbox) commit(batch []*enqueueReq) {
 	ctx := context.Background()
-	err := in.s.db.write(ctx, func(tx *sql.Tx) error {
+	err := in.s.db.writeFirst(ctx, func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, body, received_at, state)
 			VALUES (?, ?, ?, ?, ?, coalesce(?, x''), ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
 		if err != nil {
@@ -219,63 +219,102 @@ type Batch struct {
 // delivery no longer pending (already applied) is skipped: applied=false.
 func (s *Store) ApplyDelivery(ctx context.Context, l *Lease, seq int64, b Batch) (results []Result, applied bool, err error) {
 	err = s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
-		var state string
-		if err := tx.QueryRowContext(ctx, `SELECT state FROM deliveries WHERE seq = ?`, seq).Scan(&state); err != nil {
-			return fmt.Errorf("delivery %d: %w", seq, err)
-		}
-		if state != DeliveryPending {
-			return nil
-		}
-		for _, ev := range b.Events {
-			if ev.Key() != l.Key {
-				return fmt.Errorf("delivery %d: event for %s under the lease of %s", seq, ev.Key(), l.Key)
-			}
-			if err := ev.Validate(); err != nil {
-				return fmt.Errorf("delivery %d: %w", seq, err)
-			}
-			r, err := s.apply(ctx, tx, ev)
-			if err != nil {
-				return err
-			}
-			results = append(results, r)
-		}
-		for _, ev := range b.Log {
-			if ev.Key() != l.Key {
-				return fmt.Errorf("delivery %d: event for %s under the lease of %s", seq, ev.Key(), l.Key)
-			}
-			if err := insertEvent(ctx, tx, ev.Key(), now, ev); err != nil {
-				return err
-			}
-		}
-		if err := track(ctx, tx, now, b.Track); err != nil {
-			return err
-		}
-		forgetKeys := b.Forget
-		if b.ForgetTenant {
-			keys, err := tenantRepos(ctx, tx, l.Key.Tenant)
-			if err != nil {
-				return err
-			}
-			forgetKeys = append(forgetKeys, keys...)
-			if _, err := tx.ExecContext(ctx, `DELETE FROM installations WHERE tenant = ?`, l.Key.Tenant); err != nil {
-				return fmt.Errorf("tenant %s: forget: %w", l.Key.Tenant, err)
-			}
-		}
-		if err := forget(ctx, tx, now, forgetKeys); err != nil {
-			return err
-		}
-		if b.Suspend != nil {
-			if err := setSuspended(ctx, tx, now, l.Key.Tenant, *b.Suspend); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'done', processed_at = ?, attempts = attempts + 1 WHERE seq = ?`, now, seq); err != nil {
-			return fmt.Errorf("delivery %d: mark done: %w", seq, err)
-		}
-		applied = true
-		return nil
+		results, applied, err = s.applyDelivery(ctx, tx, l, now, seq, b)
+		return err
 	})
 	return results, applied, err
+}
+
+// Applying is one delivery of ApplyDeliveries, and what came of it.
+type Applying struct {
+	Seq   int64
+	Batch Batch
+	// Set by ApplyDeliveries.
+	Results []Result
+	Applied bool // false: it was no longer pending (applied before)
+}
+
+// ApplyDeliveries applies several deliveries of l's (tenant, repo) in one
+// transaction, in order, each as ApplyDelivery does: the engine's group
+// commit, so a backlog costs one commit per batch instead of per
+// delivery. If one fails nothing is applied and the error says which
+// (index); the caller then applies them one by one.
+func (s *Store) ApplyDeliveries(ctx context.Context, l *Lease, ds []Applying) (failed int, err error) {
+	failed = -1
+	err = s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+		for i := range ds {
+			res, applied, err := s.applyDelivery(ctx, tx, l, now, ds[i].Seq, ds[i].Batch)
+			if err != nil {
+				failed = i
+				return err
+			}
+			ds[i].Results, ds[i].Applied = res, applied
+		}
+		return nil
+	})
+	if err != nil {
+		for i := range ds {
+			ds[i].Results, ds[i].Applied = nil, false
+		}
+	}
+	return failed, err
+}
+
+func (s *Store) applyDelivery(ctx context.Context, tx *sql.Tx, l *Lease, now, seq int64, b Batch) (results []Result, applied bool, err error) {
+	var state string
+	if err := tx.QueryRowContext(ctx, `SELECT state FROM deliveries WHERE seq = ?`, seq).Scan(&state); err != nil {
+		return nil, false, fmt.Errorf("delivery %d: %w", seq, err)
+	}
+	if state != DeliveryPending {
+		return nil, false, nil
+	}
+	for _, ev := range b.Events {
+		if ev.Key() != l.Key {
+			return nil, false, fmt.Errorf("delivery %d: event for %s under the lease of %s", seq, ev.Key(), l.Key)
+		}
+		if err := ev.Validate(); err != nil {
+			return nil, false, fmt.Errorf("delivery %d: %w", seq, err)
+		}
+		r, err := s.apply(ctx, tx, ev)
+		if err != nil {
+			return nil, false, err
+		}
+		results = append(results, r)
+	}
+	for _, ev := range b.Log {
+		if ev.Key() != l.Key {
+			return nil, false, fmt.Errorf("delivery %d: event for %s under the lease of %s", seq, ev.Key(), l.Key)
+		}
+		if err := insertEvent(ctx, tx, ev.Key(), now, ev); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := track(ctx, tx, now, b.Track); err != nil {
+		return nil, false, err
+	}
+	forgetKeys := b.Forget
+	if b.ForgetTenant {
+		keys, err := tenantRepos(ctx, tx, l.Key.Tenant)
+		if err != nil {
+			return nil, false, err
+		}
+		forgetKeys = append(forgetKeys, keys...)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM installations WHERE tenant = ?`, l.Key.Tenant); err != nil {
+			return nil, false, fmt.Errorf("tenant %s: forget: %w", l.Key.Tenant, err)
+		}
+	}
+	if err := forget(ctx, tx, now, forgetKeys); err != nil {
+		return nil, false, err
+	}
+	if b.Suspend != nil {
+		if err := setSuspended(ctx, tx, now, l.Key.Tenant, *b.Suspend); err != nil {
+			return nil, false, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'done', processed_at = ?, attempts = attempts + 1 WHERE seq = ?`, now, seq); err != nil {
+		return nil, false, fmt.Errorf("delivery %d: mark done: %w", seq, err)
+	}
+	return results, true, nil
 }
 
 // FailDelivery records a failed attempt: the delivery stays pending and is

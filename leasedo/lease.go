@@ -81,6 +81,7 @@ func getLease(ctx context.Context, q querier, k Key) (*leaseRow, error) {
 func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	now := s.now()
 	l := &Lease{Key: k, By: by, Token: newToken(), Acquired: now}
+	var locked *LockedError // answered after the commit (of a clamped ts)
 	err := s.db.write(ctx, func(tx *sql.Tx) error {
 		cur, err := getLease(ctx, tx, k)
 		if err != nil {
@@ -88,8 +89,20 @@ func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 		}
 		if cur != nil {
 			age := time.Duration(now.UnixMilli()-cur.ts) * time.Millisecond
+			if age < 0 {
+				// Written in the future: the clock went back since. Its
+				// age counts from now, so that it expires one TTL after
+				// the jump instead of staying locked for the jump's length
+				// (its holder's next write renews it anyway).
+				if _, err := tx.ExecContext(ctx, `UPDATE leases SET ts = ? WHERE tenant = ? AND repo = ? AND token = ?`,
+					now.UnixMilli(), k.Tenant, k.Repo, cur.token); err != nil {
+					return fmt.Errorf("%s: lease from the future: %w", k, err)
+				}
+				age = 0
+			}
 			if age < s.ttl {
-				return &LockedError{Key: k, HeldBy: cur.heldBy, ExpiresIn: s.ttl - age}
+				locked = &LockedError{Key: k, HeldBy: cur.heldBy, ExpiresIn: s.ttl - age}
+				return nil
 			}
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO leases (tenant, repo, ts, held_by, token) VALUES (?, ?, ?, ?, ?)
@@ -102,6 +115,9 @@ func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if locked != nil {
+		return nil, locked
 	}
 	return l, nil
 }
@@ -168,7 +184,9 @@ func (s *Store) Check(ctx context.Context, k Key) (LeaseState, error) {
 }
 
 func (s *Store) leaseState(cur *leaseRow) LeaseState {
-	age := s.now().UnixMilli() - cur.ts
+	// A lease written in the future (the clock went back) is as young as
+	// can be; the next Acquire restarts its TTL from now (see Acquire).
+	age := max(s.now().UnixMilli()-cur.ts, 0)
 	if age < s.ttl.Milliseconds() {
 		exp := s.ttl.Milliseconds() - age
 		return LeaseState{Locked: true, HeldBy: cur.heldBy, ExpiresIn: &exp}

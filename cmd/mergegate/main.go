@@ -36,6 +36,8 @@ Usage:
   mergegate replay [flags] FILE|DIR...         send recorded deliveries, or run them offline
   mergegate reconcile --tenant T --repo R      run the cron's pass for one repository now
   mergegate migrate [--db FILE]                apply database migrations and exit
+  mergegate backup --db FILE --to COPY         copy the database (and credentials) while it runs
+  mergegate bench --rate N/s --repos N         load a mergegate on loopback, beside a bare handler
   mergegate version                            print version, commit and schema version
   mergegate help [COMMAND]                     this text, or a command's flags
 
@@ -58,10 +60,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = serve(rest, stderr)
 	case "migrate":
 		err = migrate(rest, stdout, stderr)
+	case "backup":
+		err = backupCmd(rest, stdout, stderr)
 	case "reconcile":
 		err = reconcileCmd(rest, stdout, stderr)
 	case "replay":
 		err = replayCmd(rest, stdout, stderr)
+	case "bench":
+		err = benchCmd(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -101,6 +107,8 @@ func help(args []string, stdout io.Writer) int {
 		parseSettings(fs, serveSettings, nil) //nolint:errcheck
 	case "migrate":
 		parseSettings(fs, dbSettings(), nil) //nolint:errcheck
+	case "backup":
+		parseSettings(fs, backupSettings(), nil) //nolint:errcheck
 	case "reconcile":
 		parseSettings(fs, reconcileSettings(), nil) //nolint:errcheck
 	case "replay":

@@ -1,0 +1,1006 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mergegate/mergegate/webhook"
+)
+
+// mergegate bench: an open-loop load generator. It sends signed deliveries
+// built from GitHub's payload examples (pull_request labeled and synchronize,
+// check_suite completed; installation added, repository names varied) to a
+// running mergegate on loopback, and in the same run the same load to a bare
+// handler (HMAC check, 202) it starts in-process, and reports the two side by
+// side. It is bounded in count and time and stops by itself.
+
+const benchUsageText = `mergegate bench — load a running mergegate (loopback only) and compare it with a bare handler
+
+  mergegate serve --webhook-secret S --db /tmp/bench.db &      # no App credentials: gates wait
+  mergegate bench --webhook-secret S --rate 1000/s --repos 100 --duration 30s
+
+Open loop: with --rate, request i starts at start+i/rate whether or not the
+earlier ones were answered (at most --max-inflight at once; a start that had
+to wait for that cap, or that began more than 1 ms after its time, is counted
+late). --rate max sends as fast as --concurrency clients can. Processing is
+read from the admin listener's GET /metrics (mergegate_deliveries_total, the
+deliveries applied to queues).
+`
+
+type benchFlags struct {
+	url, adminURL, secret, adminToken string
+	rate                              float64 // 0: as fast as possible
+	concurrency, maxInflight          int
+	repos, prs                        int
+	tenant                            int64
+	duration, drain, poll             time.Duration
+	count                             int
+	payloads                          string
+	bare, target, asJSON              bool
+}
+
+// Hard bounds: the tool always stops by itself.
+const (
+	benchMaxDuration = 2 * time.Hour
+	benchMaxCount    = 20_000_000
+)
+
+func benchCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsageText, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	var f benchFlags
+	var rate string
+	fs.StringVar(&f.url, "url", envOr("MERGEGATE_BENCH_URL", "http://127.0.0.1:8080/webhook"), "mergegate's POST /webhook (loopback only) (env MERGEGATE_BENCH_URL)")
+	fs.StringVar(&f.adminURL, "admin-url", envOr("MERGEGATE_BENCH_ADMIN_URL", "http://127.0.0.1:8081"), "mergegate's admin listener, for GET /metrics; empty: do not measure processing (env MERGEGATE_BENCH_ADMIN_URL)")
+	fs.StringVar(&f.secret, "webhook-secret", os.Getenv("GITHUB_WEBHOOK_SECRET"), "secret to sign with (the first of a comma-separated list) (env GITHUB_WEBHOOK_SECRET)")
+	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("MERGEGATE_ADMIN_TOKEN"), "bearer token for the admin listener (env MERGEGATE_ADMIN_TOKEN)")
+	fs.StringVar(&rate, "rate", "1000/s", "deliveries per second, open loop (e.g. 1000 or 1000/s), or max: as fast as --concurrency clients can")
+	fs.IntVar(&f.concurrency, "concurrency", 32, "clients with --rate max")
+	fs.IntVar(&f.maxInflight, "max-inflight", 512, "requests in flight at most (open loop)")
+	fs.IntVar(&f.repos, "repos", 100, "repositories the deliveries are spread over")
+	fs.IntVar(&f.prs, "prs", 20, "open pull requests per repository (the queues stay this long)")
+	fs.Int64Var(&f.tenant, "tenant", 1, "installation id of the deliveries")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to send, per target (at most 2h)")
+	fs.IntVar(&f.count, "count", 0, "deliveries per target; 0: as many as --duration allows (at most 20,000,000)")
+	fs.DurationVar(&f.drain, "drain", time.Minute, "after sending, how long to wait for processing to catch up")
+	fs.DurationVar(&f.poll, "poll", time.Second, "how often GET /metrics is read while sending")
+	fs.StringVar(&f.payloads, "payloads", "", "folder of GitHub's payload examples (default: testdata/github-webhooks found from here or the binary upwards)")
+	fs.BoolVar(&f.bare, "bare", true, "also run the same load against an in-process bare handler (HMAC check, 202) and report the ratio")
+	fs.BoolVar(&f.target, "target", true, "run against mergegate (false: the bare handler only)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if err := f.check(rate); err != nil {
+		return usageError{err}
+	}
+	gen, err := newDeliveryGen(f.payloads, f.repos, f.prs, f.tenant)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	rep := benchReport{Rate: f.rate, Repos: f.repos, PRs: f.prs, Duration: f.duration.String(), Count: f.count,
+		Concurrency: f.concurrency, MaxInflight: f.maxInflight}
+	if f.bare {
+		r, err := benchBare(ctx, f, gen)
+		if err != nil {
+			return err
+		}
+		rep.Bare = &r
+		printTarget(stderr, "bare", r)
+	}
+	if f.target && ctx.Err() == nil {
+		var m *metricsPoller
+		if f.adminURL != "" {
+			m = &metricsPoller{base: strings.TrimRight(f.adminURL, "/"), token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
+		}
+		r, err := runLoad(ctx, f, gen, f.url, m)
+		if err != nil {
+			return err
+		}
+		rep.Mergegate = &r
+		printTarget(stderr, "mergegate", r)
+	}
+	if rep.Bare != nil && rep.Mergegate != nil {
+		if rep.Bare.AckedPerSec > 0 {
+			rep.IngestRatio = rep.Mergegate.AckedPerSec / rep.Bare.AckedPerSec
+		}
+		if rep.Bare.Latency.P99 > 0 {
+			rep.P99Ratio = rep.Mergegate.Latency.P99 / rep.Bare.Latency.P99
+		}
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.print(stdout)
+	return nil
+}
+
+func envOr(k, def string) string {
+	if v, ok := os.LookupEnv(k); ok {
+		return v
+	}
+	return def
+}
+
+func (f *benchFlags) check(rate string) error {
+	r := strings.TrimSuffix(strings.TrimSpace(rate), "/s")
+	if r == "max" || r == "0" {
+		f.rate = 0
+	} else {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) || v > 1e6 {
+			return fmt.Errorf("--rate %q: want deliveries per second (e.g. 1000/s) or max", rate)
+		}
+		f.rate = v
+	}
+	if f.secret == "" {
+		return errors.New("--webhook-secret (or GITHUB_WEBHOOK_SECRET) is required: deliveries must be signed")
+	}
+	f.secret, _, _ = strings.Cut(f.secret, ",")
+	switch {
+	case f.repos < 1 || f.repos > 1_000_000:
+		return fmt.Errorf("--repos %d: want 1 to 1,000,000", f.repos)
+	case f.prs < 1 || f.prs > 10_000:
+		return fmt.Errorf("--prs %d: want 1 to 10,000", f.prs)
+	case f.concurrency < 1 || f.concurrency > 4096:
+		return fmt.Errorf("--concurrency %d: want 1 to 4096", f.concurrency)
+	case f.maxInflight < 1 || f.maxInflight > 65536:
+		return fmt.Errorf("--max-inflight %d: want 1 to 65536", f.maxInflight)
+	case f.duration <= 0 || f.duration > benchMaxDuration:
+		return fmt.Errorf("--duration %s: want more than 0 and at most %s", f.duration, benchMaxDuration)
+	case f.count < 0 || f.count > benchMaxCount:
+		return fmt.Errorf("--count %d: want 0 to %d", f.count, benchMaxCount)
+	case f.drain < 0 || f.drain > time.Hour:
+		return fmt.Errorf("--drain %s: want 0 to 1h", f.drain)
+	case f.poll < 10*time.Millisecond:
+		return fmt.Errorf("--poll %s: want at least 10ms", f.poll)
+	case !f.bare && !f.target:
+		return errors.New("--bare=false and --target=false: nothing to run")
+	}
+	if f.target {
+		if err := checkLoopbackURL(f.url); err != nil {
+			return fmt.Errorf("--url: %w", err)
+		}
+		if f.adminURL != "" {
+			if err := checkLoopbackURL(f.adminURL); err != nil {
+				return fmt.Errorf("--admin-url: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkLoopbackURL refuses anything but http to a loopback address: the
+// tool is for a mergegate on this machine, never a shared one.
+func checkLoopbackURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" {
+		return fmt.Errorf("%q: want http://127.0.0.1:PORT/...", raw)
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address: bench only loads a mergegate on this machine", raw)
+}
+
+// ---- deliveries ---------------------------------------------------------
+
+// deliveryGen builds delivery i of a run: repository i%repos; within a
+// repository its PRs take turns, each being labeled (join), then pushed to
+// (synchronize: reevaluate), then reported on (check_suite completed at the
+// new head: gate recorded), round after round, so the queues stay --prs long.
+type deliveryGen struct {
+	repos, prs int
+	tenant     string
+	run        string // unique per process: delivery ids never repeat across runs
+	tmpl       [3]template
+}
+
+var benchEvents = [3]string{"pull_request", "pull_request", "check_suite"}
+
+// template is a compact payload split at its placeholders.
+type template struct {
+	parts []tpart
+	size  int
+}
+
+type tpart struct {
+	lit []byte
+	v   byte // 0: literal; 'n' PR number, 't' tenant, 'r' repo name, 's' sha
+}
+
+const (
+	phNum    = "@@NUM@@"
+	phTenant = "@@TENANT@@"
+	phName   = "@@NAME@@"
+	phSHA    = "@@SHA@@"
+	benchOrg = "bench-org"
+)
+
+func newDeliveryGen(dir string, repos, prs int, tenant int64) (*deliveryGen, error) {
+	if dir == "" {
+		var err error
+		if dir, err = findPayloads(); err != nil {
+			return nil, err
+		}
+	}
+	var nonce [4]byte
+	rand.Read(nonce[:]) //nolint:errcheck // never fails
+	g := &deliveryGen{repos: repos, prs: prs, tenant: strconv.FormatInt(tenant, 10),
+		run: fmt.Sprintf("bench-%d-%s", time.Now().Unix(), hex.EncodeToString(nonce[:]))}
+	files := [3]string{"pull_request/labeled.with-organization.payload.json", "pull_request/synchronize.payload.json", "check_suite/completed.payload.json"}
+	for i, name := range files {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("payload examples: %w (set --payloads to testdata/github-webhooks)", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("payload example %s: %w", name, err)
+		}
+		if err := placehold(m, i); err != nil {
+			return nil, fmt.Errorf("payload example %s: %w", name, err)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		g.tmpl[i] = split(b)
+	}
+	return g, nil
+}
+
+// findPayloads looks for testdata/github-webhooks from the working
+// directory and from the binary's directory upwards.
+func findPayloads() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, s := range starts {
+		for d := s; ; d = filepath.Dir(d) {
+			p := filepath.Join(d, "testdata", "github-webhooks")
+			if st, err := os.Stat(filepath.Join(p, "pull_request")); err == nil && st.IsDir() {
+				return p, nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", errors.New("payload examples not found: run from the repository or set --payloads to testdata/github-webhooks")
+}
+
+func benchObj(m map[string]any, key string) (map[string]any, error) {
+	o, ok := m[key].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("no %q object", key)
+	}
+	return o, nil
+}
+
+// placehold puts the placeholders into one example: installation added,
+// repository renamed, PR number and head sha variable, PR eligible.
+func placehold(m map[string]any, kind int) error {
+	m["installation"] = map[string]any{"id": phTenant, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
+	repo, err := benchObj(m, "repository")
+	if err != nil {
+		return err
+	}
+	repo["full_name"] = benchOrg + "/" + phName
+	repo["name"] = phName
+	if owner, err := benchObj(repo, "owner"); err == nil {
+		owner["login"] = benchOrg
+	}
+	if kind == 2 {
+		cs, err := benchObj(m, "check_suite")
+		if err != nil {
+			return err
+		}
+		m["action"] = "completed"
+		cs["head_sha"] = phSHA
+		cs["status"], cs["conclusion"] = "completed", "success"
+		cs["pull_requests"] = []any{}
+		return nil
+	}
+	pr, err := benchObj(m, "pull_request")
+	if err != nil {
+		return err
+	}
+	m["number"], pr["number"] = phNum, phNum
+	pr["state"], pr["draft"], pr["auto_merge"] = "open", false, nil
+	pr["labels"] = []any{map[string]any{"name": webhook.DefaultTriggerLabel}}
+	head, err := benchObj(pr, "head")
+	if err != nil {
+		return err
+	}
+	head["sha"] = phSHA
+	if kind == 0 {
+		m["action"] = "labeled"
+		m["label"] = map[string]any{"name": webhook.DefaultTriggerLabel}
+	} else {
+		m["action"] = "synchronize"
+		m["after"] = phSHA
+	}
+	return nil
+}
+
+// split cuts a marshalled template at its placeholders. Numbers were
+// marshalled as strings: their quotes go with the placeholder.
+func split(b []byte) template {
+	var t template
+	marks := []struct {
+		s string
+		v byte
+	}{{`"` + phNum + `"`, 'n'}, {`"` + phTenant + `"`, 't'}, {phName, 'r'}, {phSHA, 's'}}
+	for len(b) > 0 {
+		at, which := -1, -1
+		for i, mk := range marks {
+			if j := bytes.Index(b, []byte(mk.s)); j >= 0 && (at < 0 || j < at) {
+				at, which = j, i
+			}
+		}
+		if at < 0 {
+			t.parts = append(t.parts, tpart{lit: b})
+			t.size += len(b)
+			break
+		}
+		if at > 0 {
+			t.parts = append(t.parts, tpart{lit: b[:at]})
+			t.size += at
+		}
+		t.parts = append(t.parts, tpart{v: marks[which].v})
+		b = b[at+len(marks[which].s):]
+	}
+	return t
+}
+
+// delivery returns delivery i: its event, id (from idBase+i: each target
+// of a run sends fresh ids) and body (the same for every target).
+func (g *deliveryGen) delivery(idBase, i int64) (event, id string, body []byte) {
+	repo := int(i % int64(g.repos))
+	n := i / int64(g.repos) // this repository's n-th delivery
+	pr := int(n%int64(g.prs)) + 1
+	round := n / int64(g.prs)
+	kind := int(round % 3)
+	gen := round / 3
+	// The labeled PR is at its previous synchronize's head; synchronize and
+	// check_suite are at this round's new head.
+	shaGen := gen*2 + 1
+	if kind == 0 {
+		shaGen = gen * 2
+	}
+	sha := fmt.Sprintf("%08x%08x%024x", repo, pr, shaGen)
+	name := fmt.Sprintf("repo-%04d", repo)
+	t := g.tmpl[kind]
+	body = make([]byte, 0, t.size+64)
+	for _, p := range t.parts {
+		switch p.v {
+		case 0:
+			body = append(body, p.lit...)
+		case 'n':
+			body = strconv.AppendInt(body, int64(pr), 10)
+		case 't':
+			body = append(body, g.tenant...)
+		case 'r':
+			body = append(body, name...)
+		case 's':
+			body = append(body, sha...)
+		}
+	}
+	return benchEvents[kind], g.run + "-" + strconv.FormatInt(idBase+i, 10), body
+}
+
+// ---- load ---------------------------------------------------------------
+
+// targetReport is one target's figures.
+type targetReport struct {
+	URL         string         `json:"url"`
+	Sent        int64          `json:"sent"`
+	Acked       int64          `json:"acked"` // answered 202
+	Statuses    map[string]int `json:"statuses,omitempty"`
+	Errors      int64          `json:"errors"` // no answer
+	Seconds     float64        `json:"seconds"`
+	AckedPerSec float64        `json:"ackedPerSec"`
+	Latency     latencyReport  `json:"latencyMs"`
+	// Open loop: starts that waited for the in-flight cap, and starts more
+	// than 1 ms after their scheduled time; the largest delay.
+	LateStarts    int64       `json:"lateStarts"`
+	CapWaits      int64       `json:"capWaits"`
+	MaxLateMs     float64     `json:"maxLateMs"`
+	BytesPerDeliv int64       `json:"bytesPerDelivery"`
+	Processing    *procReport `json:"processing,omitempty"`
+}
+
+type latencyReport struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// procReport is what GET /metrics showed of the deliveries' processing.
+type procReport struct {
+	// Processed during the run (from its start until caught up or the
+	// drain timeout); ProcessedPerSec over the same span.
+	Processed       int64   `json:"processed"`
+	ProcessedPerSec float64 `json:"processedPerSec"`
+	// BehindAtEnd: acknowledged but not processed when sending ended.
+	BehindAtEnd int64 `json:"behindAtEnd"`
+	// CatchUpSeconds after sending ended until every acknowledged delivery
+	// was processed; -1 if it did not within --drain.
+	CatchUpSeconds float64 `json:"catchUpSeconds"`
+	// MaxPending: largest mergegate_deliveries_unapplied{state="pending"} seen.
+	MaxPending int64 `json:"maxPending"`
+	Failed     int64 `json:"failedDeliveries"`
+	// RSS of the mergegate process (process_resident_memory_bytes) before
+	// and after, and the largest seen, in MB.
+	RSSStartMB float64 `json:"rssStartMB"`
+	RSSEndMB   float64 `json:"rssEndMB"`
+	RSSMaxMB   float64 `json:"rssMaxMB"`
+}
+
+type benchReport struct {
+	Rate        float64       `json:"rate"` // 0: max
+	Repos       int           `json:"repos"`
+	PRs         int           `json:"prsPerRepo"`
+	Duration    string        `json:"duration"`
+	Count       int           `json:"count"`
+	Concurrency int           `json:"concurrency"`
+	MaxInflight int           `json:"maxInflight"`
+	Bare        *targetReport `json:"bare,omitempty"`
+	Mergegate   *targetReport `json:"mergegate,omitempty"`
+	IngestRatio float64       `json:"ingestRatio,omitempty"` // mergegate acked/s ÷ bare acked/s
+	P99Ratio    float64       `json:"p99Ratio,omitempty"`    // mergegate p99 ÷ bare p99
+}
+
+// benchBare serves the bare handler on loopback and loads it.
+func benchBare(ctx context.Context, f benchFlags, gen *deliveryGen) (targetReport, error) {
+	secrets, err := webhook.ParseSecrets(f.secret)
+	if err != nil {
+		return targetReport{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return targetReport{}, err
+	}
+	srv := &http.Server{Handler: bareHandler(secrets), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln) //nolint:errcheck // closed below
+	defer srv.Close()
+	return runLoad(ctx, f, gen, "http://"+ln.Addr().String()+"/webhook", nil)
+}
+
+// bareHandler checks the HMAC and answers 202: the floor of any webhook
+// receiver that reads the body and verifies it.
+func bareHandler(secrets webhook.Secrets) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		if r.ContentLength > 0 {
+			buf.Grow(int(r.ContentLength))
+		}
+		if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, webhook.MaxBody)); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if webhook.Verify(secrets, buf.Bytes(), r.Header.Get(webhook.SignatureHeader)) != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, `{"result":"stored"}`+"\n") //nolint:errcheck
+	})
+}
+
+// loadState is shared by the senders of one target.
+type loadState struct {
+	client   *http.Client
+	url      string
+	secret   string
+	gen      *deliveryGen
+	base     int64 // first delivery index of this target
+	hist     latHist
+	sent     atomic.Int64
+	acked    atomic.Int64
+	errs     atomic.Int64
+	bytes    atomic.Int64
+	stMu     sync.Mutex
+	statuses map[int]int
+	lastAck  atomic.Int64 // unix ns
+}
+
+func (s *loadState) send(ctx context.Context, i int64) {
+	event, id, body := s.gen.delivery(s.base, i)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		s.errs.Add(1)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/mergegate-bench")
+	req.Header.Set(webhook.EventHeader, event)
+	req.Header.Set(webhook.DeliveryHeader, id)
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(s.secret, body))
+	s.sent.Add(1)
+	s.bytes.Add(int64(len(body)))
+	t0 := time.Now()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.errs.Add(1)
+		return
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // reuse the connection
+	resp.Body.Close()
+	took := time.Since(t0)
+	if resp.StatusCode == http.StatusAccepted {
+		s.acked.Add(1)
+		s.hist.add(took)
+		s.lastAck.Store(time.Now().UnixNano())
+		return
+	}
+	s.stMu.Lock()
+	s.statuses[resp.StatusCode]++
+	s.stMu.Unlock()
+}
+
+var benchTargets atomic.Int64 // each target of a process sends fresh delivery ids
+
+// runLoad sends one target its load and, with m, follows the processing.
+func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string, m *metricsPoller) (targetReport, error) {
+	conns := f.maxInflight
+	if f.rate == 0 {
+		conns = f.concurrency
+	}
+	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: 30 * time.Second,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	defer tr.CloseIdleConnections()
+	s := &loadState{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: target, secret: f.secret,
+		gen: gen, base: benchTargets.Add(1) * 1e9, statuses: map[int]int{}}
+	rep := targetReport{URL: target}
+
+	// Warm up the connections (and check the target answers) before the clock starts.
+	if err := warmUp(ctx, s, min(conns, 16)); err != nil {
+		return rep, fmt.Errorf("%s: %w", target, err)
+	}
+	var before metricsSample
+	var poll *pollLoop
+	if m != nil {
+		var err error
+		if before, err = m.sample(ctx); err != nil {
+			return rep, fmt.Errorf("read %s/metrics: %w", m.base, err)
+		}
+		poll = startPoll(ctx, m, f.poll, before)
+	}
+
+	limit := int64(f.count)
+	if limit == 0 {
+		limit = benchMaxCount
+	}
+	runCtx, cancel := context.WithTimeout(ctx, f.duration)
+	defer cancel()
+	start := time.Now()
+	var late, capWaits, maxLate atomic.Int64
+	var wg sync.WaitGroup
+	if f.rate > 0 {
+		sem := make(chan struct{}, f.maxInflight)
+		interval := float64(time.Second) / f.rate
+	sched:
+		for i := int64(0); i < limit; i++ {
+			due := start.Add(time.Duration(float64(i) * interval))
+			if due.Sub(start) >= f.duration {
+				break
+			}
+			if d := time.Until(due); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-runCtx.Done():
+					t.Stop()
+					break sched
+				case <-t.C:
+				}
+			}
+			waited := false
+			select {
+			case sem <- struct{}{}:
+			default:
+				waited = true
+				select {
+				case sem <- struct{}{}:
+				case <-runCtx.Done():
+					break sched
+				}
+			}
+			lateBy := time.Since(due)
+			if waited {
+				capWaits.Add(1)
+			}
+			if waited || lateBy > time.Millisecond {
+				late.Add(1)
+			}
+			if int64(lateBy) > maxLate.Load() {
+				maxLate.Store(int64(lateBy))
+			}
+			wg.Add(1)
+			go func(i int64) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				s.send(ctx, i)
+			}(i)
+		}
+	} else {
+		var next atomic.Int64
+		for c := 0; c < f.concurrency; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for runCtx.Err() == nil {
+					i := next.Add(1) - 1
+					if i >= limit {
+						return
+					}
+					s.send(ctx, i)
+				}
+			}()
+		}
+	}
+	wg.Wait() // in-flight requests finish (bounded by the client timeout)
+	end := time.Now()
+	elapsed := end.Sub(start)
+	if la := s.lastAck.Load(); la > 0 && f.rate == 0 {
+		elapsed = time.Unix(0, la).Sub(start)
+	}
+
+	rep.Sent, rep.Acked, rep.Errors = s.sent.Load(), s.acked.Load(), s.errs.Load()
+	rep.Seconds = elapsed.Seconds()
+	if rep.Seconds > 0 {
+		rep.AckedPerSec = float64(rep.Acked) / rep.Seconds
+	}
+	rep.Latency = s.hist.report()
+	rep.LateStarts, rep.CapWaits = late.Load(), capWaits.Load()
+	rep.MaxLateMs = float64(maxLate.Load()) / 1e6
+	if rep.Sent > 0 {
+		rep.BytesPerDeliv = s.bytes.Load() / rep.Sent
+	}
+	if len(s.statuses) > 0 {
+		rep.Statuses = map[string]int{}
+		for k, v := range s.statuses {
+			rep.Statuses[strconv.Itoa(k)] = v
+		}
+	}
+	if poll != nil {
+		rep.Processing = poll.finish(ctx, start, end, rep.Acked, f.drain)
+	}
+	return rep, ctx.Err()
+}
+
+func warmUp(ctx context.Context, s *loadState, n int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for c := 0; c < n; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+			resp, err := s.client.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			io.Copy(io.Discard, resp.Body) //nolint:errcheck
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// ---- processing, from GET /metrics --------------------------------------
+
+type metricsPoller struct {
+	base, token string
+	client      *http.Client
+}
+
+type metricsSample struct {
+	at        time.Time
+	processed int64 // sum of mergegate_deliveries_total minus failed
+	failed    int64
+	pending   int64
+	rss       float64 // bytes
+}
+
+func (m *metricsPoller) sample(ctx context.Context) (metricsSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/metrics", nil)
+	if err != nil {
+		return metricsSample{}, err
+	}
+	if m.token != "" {
+		req.Header.Set("Authorization", "Bearer "+m.token)
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return metricsSample{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return metricsSample{}, fmt.Errorf("GET /metrics: status %d", resp.StatusCode)
+	}
+	smp := metricsSample{at: time.Now()}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, " ")
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "mergegate_deliveries_total{"):
+			if strings.Contains(name, `outcome="failed"`) {
+				smp.failed += int64(v)
+			} else {
+				smp.processed += int64(v)
+			}
+		case name == `mergegate_deliveries_unapplied{state="pending"}`:
+			smp.pending = int64(v)
+		case name == "process_resident_memory_bytes":
+			smp.rss = v
+		}
+	}
+	return smp, sc.Err()
+}
+
+// pollLoop samples GET /metrics while the load runs.
+type pollLoop struct {
+	m      *metricsPoller
+	before metricsSample
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	all    []metricsSample
+}
+
+func startPoll(ctx context.Context, m *metricsPoller, every time.Duration, before metricsSample) *pollLoop {
+	p := &pollLoop{m: m, before: before, stop: make(chan struct{}), done: make(chan struct{}), all: []metricsSample{before}}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if smp, err := m.sample(ctx); err == nil {
+					p.mu.Lock()
+					p.all = append(p.all, smp)
+					p.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return p
+}
+
+// finish stops the periodic polling, then polls often until every
+// acknowledged delivery is processed or drain passes.
+func (p *pollLoop) finish(ctx context.Context, start, end time.Time, acked int64, drain time.Duration) *procReport {
+	close(p.stop)
+	<-p.done
+	r := &procReport{CatchUpSeconds: -1}
+	behind := int64(-1)
+	caught := time.Time{}
+	last := p.before
+	deadline := time.Now().Add(drain)
+	for ctx.Err() == nil {
+		smp, err := p.m.sample(ctx)
+		if err == nil {
+			p.all = append(p.all, smp)
+			last = smp
+			done := smp.processed + smp.failed - p.before.processed - p.before.failed
+			if behind < 0 {
+				behind = max(acked-done, 0)
+			}
+			if done >= acked {
+				caught = smp.at
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.BehindAtEnd = max(behind, 0)
+	stopAt := last.at
+	if !caught.IsZero() {
+		r.CatchUpSeconds = max(caught.Sub(end).Seconds(), 0)
+		stopAt = caught
+	}
+	r.Processed = last.processed - p.before.processed
+	r.Failed = last.failed - p.before.failed
+	if secs := stopAt.Sub(start).Seconds(); secs > 0 {
+		r.ProcessedPerSec = float64(r.Processed) / secs
+	}
+	r.RSSStartMB, r.RSSEndMB = p.before.rss/1e6, last.rss/1e6
+	for _, smp := range p.all {
+		r.MaxPending = max(r.MaxPending, smp.pending)
+		r.RSSMaxMB = max(r.RSSMaxMB, smp.rss/1e6)
+	}
+	return r
+}
+
+// ---- latency histogram --------------------------------------------------
+
+// latHist is a log-linear histogram of durations: 64 sub-buckets per power
+// of two (under 1.6% error), lock-free.
+type latHist struct {
+	counts [64 * 64]atomic.Int64
+	max    atomic.Int64
+	n      atomic.Int64
+}
+
+func latBucket(ns int64) int {
+	if ns < 64 {
+		return int(max(ns, 0))
+	}
+	e := bits.Len64(uint64(ns)) - 6 // ns >> e is in [32, 64)
+	return e*32 + int(ns>>e)
+}
+
+func latValue(b int) int64 {
+	if b < 64 {
+		return int64(b)
+	}
+	e := b/32 - 1
+	m := b%32 + 32
+	return int64(m) << e
+}
+
+func (h *latHist) add(d time.Duration) {
+	ns := int64(d)
+	h.counts[min(latBucket(ns), len(h.counts)-1)].Add(1)
+	h.n.Add(1)
+	for {
+		cur := h.max.Load()
+		if ns <= cur || h.max.CompareAndSwap(cur, ns) {
+			return
+		}
+	}
+}
+
+func (h *latHist) quantile(q float64) float64 {
+	n := h.n.Load()
+	if n == 0 {
+		return 0
+	}
+	want := int64(math.Ceil(q * float64(n)))
+	var seen int64
+	for b := range h.counts {
+		seen += h.counts[b].Load()
+		if seen >= want {
+			return float64(min(latValue(b), h.max.Load())) / 1e6
+		}
+	}
+	return float64(h.max.Load()) / 1e6
+}
+
+func (h *latHist) report() latencyReport {
+	return latencyReport{P50: h.quantile(0.50), P90: h.quantile(0.90), P99: h.quantile(0.99), Max: float64(h.max.Load()) / 1e6}
+}
+
+// ---- output -------------------------------------------------------------
+
+func printTarget(w io.Writer, name string, r targetReport) {
+	fmt.Fprintf(w, "bench: %s done: %d acked of %d sent in %.1fs\n", name, r.Acked, r.Sent, r.Seconds)
+}
+
+func (rep benchReport) print(w io.Writer) {
+	rate := "max"
+	if rep.Rate > 0 {
+		rate = strconv.FormatFloat(rep.Rate, 'f', -1, 64) + "/s (open loop)"
+	}
+	fmt.Fprintf(w, "load: rate %s, %d repositories × %d PRs, duration %s", rate, rep.Repos, rep.PRs, rep.Duration)
+	if rep.Count > 0 {
+		fmt.Fprintf(w, ", count %d", rep.Count)
+	}
+	fmt.Fprintln(w)
+	rows := []struct {
+		name string
+		r    *targetReport
+	}{{"bare", rep.Bare}, {"mergegate", rep.Mergegate}}
+	fmt.Fprintf(w, "%-10s %9s %9s %9s %9s %8s %8s %8s %8s %7s\n", "target", "sent", "acked", "acked/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms", "late")
+	for _, row := range rows {
+		r := row.r
+		if r == nil {
+			continue
+		}
+		errs := r.Errors
+		for _, v := range r.Statuses {
+			errs += int64(v)
+		}
+		fmt.Fprintf(w, "%-10s %9d %9d %9.0f %9d %8.2f %8.2f %8.2f %8.1f %7d\n", row.name, r.Sent, r.Acked, r.AckedPerSec,
+			errs, r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, r.LateStarts)
+		if len(r.Statuses) > 0 {
+			keys := make([]string, 0, len(r.Statuses))
+			for k := range r.Statuses {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			var parts []string
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s×%d", k, r.Statuses[k]))
+			}
+			fmt.Fprintf(w, "%-10s non-202 answers: %s\n", "", strings.Join(parts, ", "))
+		}
+	}
+	if rep.Mergegate != nil && rep.Mergegate.Processing != nil {
+		p := rep.Mergegate.Processing
+		catch := "not within --drain"
+		if p.CatchUpSeconds >= 0 {
+			catch = fmt.Sprintf("%.1fs", p.CatchUpSeconds)
+		}
+		fmt.Fprintf(w, "processing: %d applied (%.0f/s), %d behind when sending ended, caught up after %s, max pending %d, failed %d\n",
+			p.Processed, p.ProcessedPerSec, p.BehindAtEnd, catch, p.MaxPending, p.Failed)
+		fmt.Fprintf(w, "mergegate RSS: %.1f MB before, %.1f MB after, %.1f MB max\n", p.RSSStartMB, p.RSSEndMB, p.RSSMaxMB)
+	}
+	if rep.IngestRatio > 0 {
+		fmt.Fprintf(w, "ratio mergegate/bare: ingest %.2f×, p99 latency %.2f×\n", rep.IngestRatio, rep.P99Ratio)
+	}
+	if rep.Mergegate != nil && rep.Mergegate.BytesPerDeliv > 0 {
+		fmt.Fprintf(w, "deliveries: %d bytes on average; late = waited for --max-inflight or started >1ms after schedule (max %.1f ms)\n",
+			rep.Mergegate.BytesPerDeliv, rep.Mergegate.MaxLateMs)
+	}
+}

@@ -1,0 +1,68 @@
+package reconcile
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/mergegate/mergegate/forge/fakegithub"
+)
+
+// The cron's pass at scale: 1,000 repositories × 20 open pull requests
+// (half labelled) over 10 installations, against the fake GitHub with
+// 50 ms of latency on every request, must finish inside the five-minute
+// period: first on an empty database (every queue rebuilt from GitHub,
+// within the cron's 4 m deadline), then unchanged (every listing a 304,
+// under a minute). Normal runs do 20
+// repositories; MERGEGATE_LONG_TESTS=1 runs the 1,000.
+func TestRunAllAtScale(t *testing.T) {
+	tenants, perTenant := 10, 2
+	if os.Getenv("MERGEGATE_LONG_TESTS") == "1" {
+		perTenant = 100
+	}
+	const prs, latency = 20, 50 * time.Millisecond
+	e := newEnv(t)
+	repos := 0
+	for ti := 0; ti < tenants; ti++ {
+		tn := fmt.Sprintf("%d", 500+ti)
+		for i := 0; i < perTenant; i++ {
+			repo := fmt.Sprintf("org%s/repo-%03d", tn, i)
+			e.gh.AddRepo(tn, repo, "main")
+			for n := 1; n <= prs; n++ {
+				labels := []string{"bug"}
+				if n%2 == 0 {
+					labels = []string{"automerge"}
+				}
+				e.gh.AddPR(repo, fakegithub.PR{Number: n, Labels: labels})
+			}
+			repos++
+		}
+	}
+	e.gh.SetLatency(latency)
+	e.clock.Advance(5 * time.Minute)
+
+	for pass, want := range []int{repos * prs / 2, 0} {
+		start := time.Now()
+		sum := e.runAll()
+		took := time.Since(start)
+		total, notModified, routes := callSummary(e.gh.Calls())
+		t.Logf("pass %d: %d repositories (%d PRs each, %s per request), %d fixed, took %s (cron period 5m0s, deadline %s); %d requests (%d 304):%s",
+			pass+1, sum.Reconciled, prs, latency, sum.Fixed, took.Round(time.Millisecond), DefaultDeadline, total, notModified, routes)
+		if sum.Reconciled != repos || sum.Fixed != want || sum.Failed != 0 || sum.Deferred != 0 {
+			t.Fatalf("pass %d = %+v, want %d reconciled, %d fixed", pass+1, sum, repos, want)
+		}
+		// The rebuild (11 requests per repository, 4 repositories at a
+		// time: latency-bound) must fit the cron's own deadline; an
+		// unchanged pass (one 304 per repository) well inside the period.
+		limit := DefaultDeadline
+		if pass == 1 {
+			limit = time.Minute
+		}
+		if took > limit {
+			t.Errorf("pass %d took %s, want under %s", pass+1, took, limit)
+		}
+		e.clock.Advance(5 * time.Minute)
+		e.gh.ResetCalls()
+	}
+}
