@@ -101,20 +101,34 @@ func (in *Inbox) run() {
 func (in *Inbox) commit(batch []*enqueueReq) {
 	ctx := context.Background()
 	err := in.s.db.writeFirst(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, body, received_at, state)
-			VALUES (?, ?, ?, ?, ?, coalesce(?, x''), ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
+		meta, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
 		if err != nil {
 			return fmt.Errorf("store deliveries: %w", err)
 		}
-		defer stmt.Close()
+		defer meta.Close()
+		body, err := tx.PrepareContext(ctx, `INSERT INTO delivery_bodies (seq, body) VALUES (?, coalesce(?, x''))`)
+		if err != nil {
+			return fmt.Errorf("store deliveries: %w", err)
+		}
+		defer body.Close()
 		for _, r := range batch {
 			d := r.d
-			res, err := stmt.ExecContext(ctx, d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.Body, d.ReceivedAt.UnixMilli())
+			res, err := meta.ExecContext(ctx, d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.ReceivedAt.UnixMilli())
 			if err != nil {
 				return fmt.Errorf("store delivery %s: %w", d.ID, err)
 			}
-			n, _ := res.RowsAffected()
-			r.dup = n == 0
+			if n, _ := res.RowsAffected(); n == 0 {
+				r.dup = true
+				continue
+			}
+			seq, err := res.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("store delivery %s: %w", d.ID, err)
+			}
+			if _, err := body.ExecContext(ctx, seq, d.Body); err != nil {
+				return fmt.Errorf("store delivery %s: %w", d.ID, err)
+			}
 		}
 		return nil
 	})
@@ -126,14 +140,16 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 	}
 }
 
-// Pending returns up to limit pending deliveries of k in arrival order.
+// Pending returns up to limit pending deliveries of k, with their bodies,
+// in arrival order.
 func (s *Store) Pending(ctx context.Context, k Key, limit int) ([]Delivery, error) {
-	return s.deliveries(ctx, `WHERE state = 'pending' AND tenant = ? AND repo = ? ORDER BY seq LIMIT ?`, k.Tenant, k.Repo, limit)
+	return s.deliveries(ctx, true, `WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`, k.Tenant, k.Repo, limit)
 }
 
-// Deliveries lists k's deliveries in the given state, newest first.
+// Deliveries lists k's deliveries in the given state, newest first, without
+// their bodies.
 func (s *Store) Deliveries(ctx context.Context, k Key, state string, limit int) ([]Delivery, error) {
-	return s.deliveries(ctx, `WHERE state = ? AND tenant = ? AND repo = ? ORDER BY seq DESC LIMIT ?`, state, k.Tenant, k.Repo, limit)
+	return s.deliveries(ctx, false, `WHERE d.state = ? AND d.tenant = ? AND d.repo = ? ORDER BY d.seq DESC LIMIT ?`, state, k.Tenant, k.Repo, limit)
 }
 
 // NextTry reports when a pending delivery in backoff may be tried again.
@@ -145,9 +161,14 @@ func (s *Store) NextTry(ctx context.Context, seq int64) (time.Time, error) {
 	return time.UnixMilli(ms), nil
 }
 
-func (s *Store) deliveries(ctx context.Context, where string, args ...any) ([]Delivery, error) {
-	rows, err := s.db.r.QueryContext(ctx, `SELECT seq, delivery_id, event, action, tenant, repo, body, received_at, state, attempts, last_error, next_try_at
-		FROM deliveries `+where, args...)
+func (s *Store) deliveries(ctx context.Context, withBody bool, where string, args ...any) ([]Delivery, error) {
+	body, join := `x''`, ``
+	if withBody {
+		body, join = `coalesce(b.body, x'')`, `LEFT JOIN delivery_bodies b ON b.seq = d.seq`
+	}
+	rows, err := s.db.r.QueryContext(ctx, `SELECT d.seq, d.delivery_id, d.event, d.action, d.tenant, d.repo, `+body+`,
+			d.received_at, d.state, d.attempts, d.last_error, d.next_try_at
+		FROM deliveries d `+join+` `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
@@ -370,8 +391,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	for {
 		var n int64
 		err := s.db.write(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE seq IN
-				(SELECT seq FROM deliveries WHERE state = 'done' AND processed_at < ? LIMIT 1000)`, before.UnixMilli())
+			// The same thousand rows, twice: bodies first, then the rows.
+			const batch = `SELECT seq FROM deliveries WHERE state = 'done' AND processed_at < ? ORDER BY seq LIMIT 1000`
+			if _, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE seq IN (`+batch+`)`, before.UnixMilli()); err != nil {
+				return fmt.Errorf("prune delivery bodies: %w", err)
+			}
+			res, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE seq IN (`+batch+`)`, before.UnixMilli())
 			if err != nil {
 				return fmt.Errorf("prune deliveries: %w", err)
 			}

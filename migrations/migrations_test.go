@@ -83,7 +83,7 @@ func TestApplyRecordsEachVersionOnce(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("schema_version = %v, want %v", got, want)
 	}
-	for _, table := range []string{"leases", "queue", "events", "audit", "deliveries", "repos", "installations"} {
+	for _, table := range []string{"leases", "queue", "events", "audit", "deliveries", "delivery_bodies", "repos", "installations"} {
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&n); err != nil || n != 1 {
 			t.Errorf("table %s missing after Apply (%v)", table, err)
@@ -239,5 +239,41 @@ func TestConcurrentApply(t *testing.T) {
 		if err := dbs[0].QueryRowContext(ctx, `SELECT count(*) FROM schema_version`).Scan(&n); err != nil || n != migrations.Latest() {
 			t.Fatalf("round %d: %d schema_version rows %v", round, n, err)
 		}
+	}
+}
+
+// A version-1 database with deliveries in it is upgraded by 0002: the
+// bodies move to delivery_bodies, byte for byte, and nothing else changes.
+func TestUpgradeMovesDeliveryBodies(t *testing.T) {
+	ctx := context.Background()
+	db := rawDB(t, filepath.Join(t.TempDir(), "v1.db"))
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(all[0].SQL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+		INSERT INTO schema_version VALUES (1, '0001_init.sql', 0);
+		INSERT INTO deliveries (delivery_id, event, action, tenant, repo, body, received_at, state)
+		VALUES ('d1', 'pull_request', 'opened', '1', 'o/r', CAST('{"a":1}' AS BLOB), 5, 'pending'),
+		       ('d2', 'push', '', '1', 'o/r', x'', 6, 'done')`); err != nil {
+		t.Fatal(err)
+	}
+	from, to, err := migrations.Apply(ctx, db)
+	if err != nil || from != 1 || to != migrations.Latest() {
+		t.Fatalf("Apply = %d→%d %v", from, to, err)
+	}
+	var body string
+	var n int
+	if err := db.QueryRow(`SELECT b.body FROM deliveries d JOIN delivery_bodies b ON b.seq = d.seq WHERE d.delivery_id = 'd1'`).Scan(&body); err != nil || body != `{"a":1}` {
+		t.Fatalf("moved body = %q %v", body, err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM delivery_bodies`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("delivery_bodies rows = %d %v", n, err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('deliveries') WHERE name = 'body'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("deliveries still has a body column (%d, %v)", n, err)
 	}
 }

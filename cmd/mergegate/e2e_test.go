@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/migrations"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -265,7 +266,7 @@ func TestBinaryCommands(t *testing.T) {
 		out, _ := cmd.CombinedOutput()
 		return string(out), cmd.ProcessState.ExitCode()
 	}
-	if out, code := run("version"); code != 0 || !strings.Contains(out, "schema version 1") {
+	if out, code := run("version"); code != 0 || !strings.Contains(out, fmt.Sprintf("schema version %d", migrations.Latest())) {
 		t.Fatalf("version: %d %s", code, out)
 	}
 	if out, code := run("help"); code != 0 || !strings.Contains(out, "serve") || !strings.Contains(out, "replay") || !strings.Contains(out, "migrate") {
@@ -275,10 +276,10 @@ func TestBinaryCommands(t *testing.T) {
 		t.Fatalf("help serve: %d %s", code, out)
 	}
 	db := filepath.Join(t.TempDir(), "m.db")
-	if out, code := run("migrate", "--db", db); code != 0 || !strings.Contains(out, "0 -> 1") {
+	if out, code := run("migrate", "--db", db); code != 0 || !strings.Contains(out, fmt.Sprintf("0 -> %d", migrations.Latest())) {
 		t.Fatalf("migrate: %d %s", code, out)
 	}
-	if out, code := run("migrate", "--db", db); code != 0 || !strings.Contains(out, "1 -> 1") {
+	if out, code := run("migrate", "--db", db); code != 0 || !strings.Contains(out, fmt.Sprintf("%d -> %d", migrations.Latest(), migrations.Latest())) {
 		t.Fatalf("migrate again: %d %s", code, out)
 	}
 	if out, code := run("bogus"); code != 2 || !strings.Contains(out, "unknown command") {
