@@ -24,13 +24,8 @@ fmt:
 bench: ## benchmarks (figures in the README)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-fuzz: ## run each fuzz target for FUZZTIME (default 10s)
-	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(or $(FUZZTIME),10s) ./webhook
-	$(GO) test -run '^$$' -fuzz '^FuzzTranslate$$' -fuzztime $(or $(FUZZTIME),10s) ./webhook
-	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(or $(FUZZTIME),10s) ./webhook
-	$(GO) test -run '^$$' -fuzz '^FuzzEventJSON$$' -fuzztime $(or $(FUZZTIME),10s) ./leasedo
-
-ci: vet test
+fuzz: ## every fuzz target for FUZZTIME (default 30s)
+	FUZZTIME=$(or $(FUZZTIME),30s) ./scripts/fuzz-short
 
 fuzz-short: ## every fuzz target for 5 s (CI)
 	./scripts/fuzz-short

@@ -35,6 +35,7 @@ type Config struct {
 	AutoMerge      bool // GitHub auto-merge is a trigger
 	MergeMethod    string
 	RecordDir      string
+	Retention      time.Duration // processed deliveries kept this long (0: 72h)
 	Clock          leasedo.Clock
 }
 
@@ -143,7 +144,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	})
 	eng = NewEngine(EngineConfig{
 		Store: a.Store, Forge: fc, Options: opts, MergeMethod: cfg.MergeMethod,
-		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics,
+		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics, Retention: cfg.Retention,
 		OnTracked: func(keys []leasedo.Key) {
 			for _, k := range keys {
 				go func() {

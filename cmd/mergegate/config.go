@@ -37,6 +37,7 @@ var serveSettings = []setting{
 	{"auto-merge-trigger", "MERGEGATE_AUTO_MERGE_TRIGGER", "true", "GitHub auto-merge puts a PR in the queue"},
 	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "merge, squash or rebase"},
 	{"record", "MERGEGATE_RECORD", "", "write every accepted delivery into this folder (for replay)"},
+	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
@@ -191,6 +192,7 @@ func (v values) appConfig() (app.Config, error) {
 	c.ReconcileEvery = dur("reconcile-every")
 	c.LeaseTTL = dur("lease-ttl")
 	c.LeaseDead = dur("lease-dead")
+	c.Retention = dur("retention")
 	if err != nil {
 		return c, err
 	}
