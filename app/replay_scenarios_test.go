@@ -382,12 +382,16 @@ func firstOr(xs []int, def int) int {
 	return xs[0]
 }
 
+// TestGenerateScenarios builds the scenarios from the payload examples and
+// checks that testdata/scenarios holds exactly that; -regen-scenarios
+// rewrites testdata/scenarios instead.
 func TestGenerateScenarios(t *testing.T) {
+	base := scenariosDir
 	if !*regenScenarios {
-		t.Skip("run with -regen-scenarios to rewrite testdata/scenarios from the payload examples")
+		base = t.TempDir()
 	}
 	for i, sp := range scenarioSpecs() {
-		dir := filepath.Join(scenariosDir, sp.name)
+		dir := filepath.Join(base, sp.name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -411,6 +415,23 @@ func TestGenerateScenarios(t *testing.T) {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 		for _, f := range files {
 			os.Chmod(f, 0o644)
+		}
+		if *regenScenarios {
+			continue
+		}
+		committed, _ := filepath.Glob(filepath.Join(scenariosDir, sp.name, "*.json"))
+		if len(committed) != len(files) {
+			t.Fatalf("%s: %d files in testdata, the generator makes %d (run with -regen-scenarios)", sp.name, len(committed), len(files))
+		}
+		for _, f := range files {
+			want, err := os.ReadFile(filepath.Join(scenariosDir, sp.name, filepath.Base(f)))
+			if err != nil {
+				t.Fatalf("%s: %v (run with -regen-scenarios)", sp.name, err)
+			}
+			got, _ := os.ReadFile(f)
+			if string(got) != string(want) {
+				t.Fatalf("%s/%s differs from what the generator makes (run with -regen-scenarios)", sp.name, filepath.Base(f))
+			}
 		}
 	}
 }

@@ -204,9 +204,6 @@ func TestReplayOnlineReportsEachStatus(t *testing.T) {
 // The round trip with the real binary: serve --record, replay a scenario
 // to it, replay the recorded folder offline: the scenario's golden state.
 func TestBinaryRecordReplayRoundTrip(t *testing.T) {
-	if binPath == "" {
-		t.Skip("no binary")
-	}
 	record := filepath.Join(t.TempDir(), "recorded")
 	s := startServer(t, filepath.Join(t.TempDir(), "m.db"), "--record", record)
 	scenario := filepath.Join(scenarios, "pr-behind-base")
