@@ -271,3 +271,23 @@ func TestCallBudgetPerLifecycle(t *testing.T) {
 		t.Fatalf("a repeated read cost %d rate-limit points", used)
 	}
 }
+
+// GitHub merges but the answer is lost (502): mergegate re-reads the PR
+// before any retry, sees it merged, records the merge, and never sends a
+// second merge.
+func TestMergeAnsweredWithErrorIsReadBackNotRetried(t *testing.T) {
+	h := newHarness(t)
+	h.label(12, shaA)
+	h.settle()
+	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultLostAnswer(http.StatusBadGateway))
+	h.pass(shaA)
+	h.eventually("the merge recorded", func() bool { return len(h.queue()) == 0 })
+	h.settle()
+	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 1 {
+		t.Fatalf("merge calls = %d, want 1 (no retry of a merge that happened)", n)
+	}
+	audit, _ := h.app.Store.Audit(t.Context(), testKey)
+	if a := audit[len(audit)-1]; a.Action != leasedo.AuditMerge || a.PRSha != shaA {
+		t.Fatalf("last audit = %+v, want the merge at %s", a, shaA)
+	}
+}

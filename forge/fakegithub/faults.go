@@ -13,6 +13,9 @@ type Fault struct {
 	Header  map[string]string // extra headers, set after the rate headers
 	Hang    bool              // never answer: wait until the client gives up
 	Delay   time.Duration     // wait before answering
+	// AfterServe performs the request (its effects happen) and then answers
+	// Status instead of the real answer: a merge that happened behind a 502.
+	AfterServe bool
 }
 
 // FaultStatus answers status with GitHub's error body {message}.
@@ -21,6 +24,12 @@ type Fault struct {
 // Failed", 502 "Server Error".
 func FaultStatus(status int, message string) Fault {
 	return Fault{Status: status, Message: message}
+}
+
+// FaultLostAnswer performs the request, then answers status (e.g. 502):
+// the change happened, the client was not told.
+func FaultLostAnswer(status int) Fault {
+	return Fault{Status: status, AfterServe: true}
 }
 
 // FaultTimeout hangs until the client gives up (or the server closes).

@@ -249,7 +249,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 			return
 		}
-		if fault.Status != 0 {
+		if fault.Status != 0 && !fault.AfterServe {
 			s.mu.Lock()
 			s.rateHeaders(w.Header(), rateTenant)
 			s.record(r, route, tenant, fault.Status, false, true)
@@ -291,6 +291,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if counted {
 		s.rate(tenant).used++
+	}
+	if fault != nil && fault.AfterServe {
+		s.rateHeaders(w.Header(), rateTenant)
+		s.record(r, route, tenant, fault.Status, false, true)
+		writeError(w, fault.Status, fault.Message)
+		return
 	}
 	for k, v := range rec.header {
 		w.Header()[k] = v
