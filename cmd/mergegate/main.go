@@ -155,6 +155,21 @@ func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
 
+// newApp builds mergegate from resolved settings: the logger, then the
+// configuration (a bad value is a usage error), then the App.
+func newApp(ctx context.Context, v values, stderr io.Writer) (*app.App, zerolog.Logger, error) {
+	log, err := newLogger(v, stderr)
+	if err != nil {
+		return nil, log, err
+	}
+	cfg, err := v.appConfig()
+	if err != nil {
+		return nil, log, usageError{err}
+	}
+	a, err := app.New(ctx, cfg, log)
+	return a, log, err
+}
+
 func serve(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -165,17 +180,9 @@ func serve(args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	log, err := newLogger(v, stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := v.appConfig()
-	if err != nil {
-		return usageError{err}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	a, err := app.New(ctx, cfg, log)
+	a, log, err := newApp(ctx, v, stderr)
 	if err != nil {
 		return err
 	}
@@ -250,17 +257,9 @@ func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 	if k.Tenant == "" || k.Repo == "" {
 		return usageError{errors.New("--tenant and --repo are required")}
 	}
-	log, err := newLogger(v, stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := v.appConfig()
-	if err != nil {
-		return usageError{err}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	a, err := app.New(ctx, cfg, log)
+	a, _, err := newApp(ctx, v, stderr)
 	if err != nil {
 		return err
 	}
