@@ -158,9 +158,13 @@ func readConfigFile(path string, list []setting) (map[string]string, error) {
 			unknown = append(unknown, k)
 			continue
 		}
-		out[k] = fmt.Sprint(v)
-		if v == nil {
+		switch v.(type) {
+		case map[string]any, []any:
+			return nil, fmt.Errorf("--config %s: %s: want a single value, not a list or a map", path, k)
+		case nil:
 			out[k] = ""
+		default:
+			out[k] = fmt.Sprint(v)
 		}
 	}
 	if len(unknown) > 0 {

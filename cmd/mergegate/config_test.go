@@ -140,6 +140,11 @@ func TestConfigFileRefusesUnknownKeys(t *testing.T) {
 	if _, err := parse(t, "--config", writeConfig(t, "addr: [unclosed\n")); err == nil {
 		t.Error("malformed YAML accepted")
 	}
+	for _, body := range []string{"webhook-secret: [a, b]\n", "addr:\n  host: x\n"} {
+		if _, err := parse(t, "--config", writeConfig(t, body)); err == nil || !strings.Contains(err.Error(), "single value") {
+			t.Errorf("%q: err = %v, want a refusal of a list or map value", body, err)
+		}
+	}
 	if _, err := parse(t, "--config", filepath.Join(t.TempDir(), "missing.yml")); err == nil {
 		t.Error("a missing config file accepted")
 	}
