@@ -28,7 +28,8 @@ type DB struct {
 	pageSize int64   // read by the checkpointer
 	stop     chan struct{}
 	done     chan struct{}
-	gate     writeGate // orders the single writer's transactions
+	gate     writeGate  // orders the single writer's transactions
+	stmts    *stmtCache // the writer's prepared statements
 }
 
 // writeGate hands the writer connection to one transaction at a time, in
@@ -169,7 +170,7 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 
-	db := &DB{path: path, w: w, r: r}
+	db := &DB{path: path, w: w, r: r, stmts: newStmtCache()}
 	if opt.ReadOnly {
 		return db, nil
 	}
@@ -266,6 +267,7 @@ func (db *DB) Close() error {
 		db.ckpt.Close()
 		db.ckpt = nil
 	}
+	db.stmts.close()
 	errR := db.r.Close()
 	errW := db.w.Close()
 	if errW != nil {
@@ -297,7 +299,7 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 // cap. For fault tests: as root, a read-only file or folder does not stop
 // writes, and a full filesystem needs a mount.
 func (db *DB) LimitPages(ctx context.Context, pages int) error {
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx *wtx) error {
 		limit := int64(4294967294) // SQLite's default maximum
 		if pages >= 0 {
 			var n int64
@@ -323,25 +325,29 @@ func (db *DB) IntegrityCheck(ctx context.Context) (string, error) {
 }
 
 // write runs fn in one IMMEDIATE transaction on the writer connection.
-func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) write(ctx context.Context, fn func(tx *wtx) error) error {
 	return db.writeGated(ctx, false, fn)
 }
 
 // writeFirst is write for the inbox's group commits: a webhook waits on
 // them, so they go before every write already waiting (the engine's).
-func (db *DB) writeFirst(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) writeFirst(ctx context.Context, fn func(tx *wtx) error) error {
 	return db.writeGated(ctx, true, fn)
 }
 
-func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *sql.Tx) error) error {
+func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error) error {
 	if err := db.gate.acquire(ctx, first); err != nil {
 		return fmt.Errorf("begin write: %w", err)
 	}
 	defer db.gate.release()
-	tx, err := db.w.BeginTx(ctx, nil)
+	if db.stmts.pending() {
+		db.stmts.warm(ctx, db.w) // the writer is free: no transaction is open
+	}
+	sqlTx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin write: %w", err)
 	}
+	tx := &wtx{Tx: sqlTx, stmts: db.stmts}
 	// Deferred, so a panic in fn rolls back too and frees the writer.
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if err := fn(tx); err != nil {
@@ -354,11 +360,11 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *sql.Tx) er
 }
 
 // read runs fn in one read transaction (a consistent snapshot).
-func (db *DB) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) read(ctx context.Context, fn func(tx *wtx) error) error {
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck
-	return fn(tx)
+	return fn(&wtx{Tx: tx})
 }

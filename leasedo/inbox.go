@@ -2,7 +2,6 @@ package leasedo
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -100,7 +99,7 @@ func (in *Inbox) run() {
 
 func (in *Inbox) commit(batch []*enqueueReq) {
 	ctx := context.Background()
-	err := in.s.db.writeFirst(ctx, func(tx *sql.Tx) error {
+	err := in.s.db.writeFirst(ctx, func(tx *wtx) error {
 		meta, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
 			VALUES (?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
 		if err != nil {
@@ -239,7 +238,7 @@ type Batch struct {
 // ApplyDelivery applies b for delivery seq under l and marks it done. A
 // delivery no longer pending (already applied) is skipped: applied=false.
 func (s *Store) ApplyDelivery(ctx context.Context, l *Lease, seq int64, b Batch) (results []Result, applied bool, err error) {
-	err = s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	err = s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		results, applied, err = s.applyDelivery(ctx, tx, l, now, seq, b)
 		return err
 	})
@@ -262,7 +261,7 @@ type Applying struct {
 // (index); the caller then applies them one by one.
 func (s *Store) ApplyDeliveries(ctx context.Context, l *Lease, ds []Applying) (failed int, err error) {
 	failed = -1
-	err = s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	err = s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		for i := range ds {
 			res, applied, err := s.applyDelivery(ctx, tx, l, now, ds[i].Seq, ds[i].Batch)
 			if err != nil {
@@ -281,7 +280,7 @@ func (s *Store) ApplyDeliveries(ctx context.Context, l *Lease, ds []Applying) (f
 	return failed, err
 }
 
-func (s *Store) applyDelivery(ctx context.Context, tx *sql.Tx, l *Lease, now, seq int64, b Batch) (results []Result, applied bool, err error) {
+func (s *Store) applyDelivery(ctx context.Context, tx *wtx, l *Lease, now, seq int64, b Batch) (results []Result, applied bool, err error) {
 	var state string
 	if err := tx.QueryRowContext(ctx, `SELECT state FROM deliveries WHERE seq = ?`, seq).Scan(&state); err != nil {
 		return nil, false, fmt.Errorf("delivery %d: %w", seq, err)
@@ -346,7 +345,7 @@ func (s *Store) FailDelivery(ctx context.Context, seq int64, cause error, backof
 	if len(msg) > 2000 {
 		msg = strings.ToValidUTF8(msg[:2000], "")
 	}
-	err = s.db.write(ctx, func(tx *sql.Tx) error {
+	err = s.db.write(ctx, func(tx *wtx) error {
 		var attempts int
 		var cur string
 		if err := tx.QueryRowContext(ctx, `SELECT attempts, state FROM deliveries WHERE seq = ?`, seq).Scan(&attempts, &cur); err != nil {
@@ -374,7 +373,7 @@ func (s *Store) FailDelivery(ctx context.Context, seq int64, cause error, backof
 // decision after fixing the cause) and returns how many.
 func (s *Store) RetryFailed(ctx context.Context, k Key) (int64, error) {
 	var n int64
-	err := s.db.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', attempts = 0, next_try_at = 0 WHERE state = 'failed' AND tenant = ? AND repo = ?`, k.Tenant, k.Repo)
 		if err != nil {
 			return fmt.Errorf("%s: retry failed deliveries: %w", k, err)
@@ -390,7 +389,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	var total int64
 	for {
 		var n int64
-		err := s.db.write(ctx, func(tx *sql.Tx) error {
+		err := s.db.write(ctx, func(tx *wtx) error {
 			// The same thousand rows, twice: bodies first, then the rows.
 			const batch = `SELECT seq FROM deliveries WHERE state = 'done' AND processed_at < ? ORDER BY seq LIMIT 1000`
 			if _, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE seq IN (`+batch+`)`, before.UnixMilli()); err != nil {

@@ -82,7 +82,7 @@ func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	now := s.now()
 	l := &Lease{Key: k, By: by, Token: newToken(), Acquired: now}
 	var locked *LockedError // answered after the commit (of a clamped ts)
-	err := s.db.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.write(ctx, func(tx *wtx) error {
 		cur, err := getLease(ctx, tx, k)
 		if err != nil {
 			return err
@@ -129,7 +129,7 @@ func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
 		return false, nil
 	}
 	var released bool
-	err := s.db.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ? AND token = ?`, l.Key.Tenant, l.Key.Repo, l.Token)
 		if err != nil {
 			return fmt.Errorf("%s: release lease: %w", l.Key, err)
@@ -144,7 +144,7 @@ func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
 // ReleaseAny is the seed's release() as the admin API exposes it: the lease
 // is deleted whoever holds it.
 func (s *Store) ReleaseAny(ctx context.Context, k Key) error {
-	return s.db.write(ctx, func(tx *sql.Tx) error {
+	return s.db.write(ctx, func(tx *wtx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo); err != nil {
 			return fmt.Errorf("%s: release lease: %w", k, err)
 		}
@@ -155,11 +155,11 @@ func (s *Store) ReleaseAny(ctx context.Context, k Key) error {
 // Renew moves l's timestamp to now, so that a holder doing long work (GitHub
 // calls) keeps its lease. ErrLeaseLost if it was taken over.
 func (s *Store) Renew(ctx context.Context, l *Lease) error {
-	return s.db.write(ctx, func(tx *sql.Tx) error { return s.fence(ctx, tx, l) })
+	return s.db.write(ctx, func(tx *wtx) error { return s.fence(ctx, tx, l) })
 }
 
 // fence checks inside a write transaction that l is still held, and renews it.
-func (s *Store) fence(ctx context.Context, tx *sql.Tx, l *Lease) error {
+func (s *Store) fence(ctx context.Context, tx *wtx, l *Lease) error {
 	if l == nil {
 		return errors.New("write without a lease")
 	}

@@ -114,14 +114,14 @@ func (s *Store) Audit(ctx context.Context, k Key) ([]AuditEntry, error) {
 // gate_passed, "failure" → bounced, "" → evaluating with reason (what it
 // waits for). An entry whose sha moved meanwhile is left alone.
 func (s *Store) RecordGate(ctx context.Context, l *Lease, pr int, sha, result, reason string) error {
-	return s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		return s.recordGate(ctx, tx, l.Key, pr, sha, result, reason, now)
 	})
 }
 
 // MarkMerged removes pr after GitHub merged it at sha, with audit "merge".
 func (s *Store) MarkMerged(ctx context.Context, l *Lease, pr int, sha, method string) error {
-	return s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, l.Key.Tenant, l.Key.Repo, pr); err != nil {
 			return fmt.Errorf("%s: merged #%d: %w", l.Key, pr, err)
 		}
@@ -132,7 +132,7 @@ func (s *Store) MarkMerged(ctx context.Context, l *Lease, pr int, sha, method st
 // Bounce sets pr bounced (GitHub refused the merge, or the gate failed) with
 // audit "bounce" and the reason the author is told.
 func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string) error {
-	return s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ? WHERE tenant = ? AND repo = ? AND pr_number = ?`,
 			StatusBounced, reason, l.Key.Tenant, l.Key.Repo, pr); err != nil {
 			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
@@ -143,7 +143,7 @@ func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string
 
 // SetCheckRun remembers the id and last title of pr's mergegate check run.
 func (s *Store) SetCheckRun(ctx context.Context, l *Lease, pr int, sha string, id int64, title string) error {
-	return s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		_, err := tx.ExecContext(ctx, `UPDATE queue SET check_run_id = ?, check_title = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
 			id, title, l.Key.Tenant, l.Key.Repo, pr, sha)
 		if err != nil {
@@ -156,7 +156,7 @@ func (s *Store) SetCheckRun(ctx context.Context, l *Lease, pr int, sha string, i
 // MarkBranchUpdated remembers that GitHub was asked to update pr's branch at
 // head sha, so it is asked once per head, not on every pass.
 func (s *Store) MarkBranchUpdated(ctx context.Context, l *Lease, pr int, sha, base string) error {
-	return s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		_, err := tx.ExecContext(ctx, `UPDATE queue SET branch_updated_sha = ?, base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END
 			WHERE tenant = ? AND repo = ? AND pr_number = ?`, sha, base, base, l.Key.Tenant, l.Key.Repo, pr)
 		if err != nil {
@@ -168,7 +168,7 @@ func (s *Store) MarkBranchUpdated(ctx context.Context, l *Lease, pr int, sha, ba
 
 // SetBase records pr's base branch when it was learned from GitHub.
 func (s *Store) SetBase(ctx context.Context, l *Lease, pr int, base string) error {
-	return s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		_, err := tx.ExecContext(ctx, `UPDATE queue SET base_ref = ? WHERE tenant = ? AND repo = ? AND pr_number = ?`, base, l.Key.Tenant, l.Key.Repo, pr)
 		if err != nil {
 			return fmt.Errorf("%s: base of #%d: %w", l.Key, pr, err)
@@ -178,8 +178,8 @@ func (s *Store) SetBase(ctx context.Context, l *Lease, pr int, base string) erro
 }
 
 // underLease runs fn in one write transaction fenced by l.
-func (s *Store) underLease(ctx context.Context, l *Lease, fn func(tx *sql.Tx, now int64) error) error {
-	return s.db.write(ctx, func(tx *sql.Tx) error {
+func (s *Store) underLease(ctx context.Context, l *Lease, fn func(tx *wtx, now int64) error) error {
+	return s.db.write(ctx, func(tx *wtx) error {
 		if err := s.fence(ctx, tx, l); err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package leasedo
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 )
@@ -67,7 +66,7 @@ func (s *Store) Reconcile(ctx context.Context, k Key, by string, resync ResyncFu
 		ans.Results.Fixed = append(ans.Results.Fixed, more...)
 		resyncErr = err
 	}
-	err = s.db.read(ctx, func(tx *sql.Tx) error {
+	err = s.db.read(ctx, func(tx *wtx) error {
 		var err error
 		if ans.QueueLength, err = queueLength(ctx, tx, k); err != nil {
 			return err
@@ -83,7 +82,7 @@ func (s *Store) Reconcile(ctx context.Context, k Key, by string, resync ResyncFu
 // releaseDead deletes k's lease when it is older than the dead threshold.
 func (s *Store) releaseDead(ctx context.Context, k Key) (*StaleLease, error) {
 	var out *StaleLease
-	err := s.db.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.write(ctx, func(tx *wtx) error {
 		cur, err := getLease(ctx, tx, k)
 		if err != nil || cur == nil {
 			return err
@@ -106,7 +105,7 @@ func (s *Store) releaseDead(ctx context.Context, k Key) (*StaleLease, error) {
 func (s *Store) fixIntegrity(ctx context.Context, l *Lease) ([]Fix, error) {
 	k := l.Key
 	fixed := []Fix{}
-	err := s.underLease(ctx, l, func(tx *sql.Tx, now int64) error {
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		type row struct {
 			id     int64
 			pr     int

@@ -2,7 +2,6 @@ package leasedo
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -35,10 +34,10 @@ func (s *Store) Tracked(ctx context.Context) ([]Tracked, error) {
 
 // Track adds repositories to the tracked set (idempotent).
 func (s *Store) Track(ctx context.Context, keys ...Key) error {
-	return s.db.write(ctx, func(tx *sql.Tx) error { return track(ctx, tx, s.now().UnixMilli(), keys) })
+	return s.db.write(ctx, func(tx *wtx) error { return track(ctx, tx, s.now().UnixMilli(), keys) })
 }
 
-func track(ctx context.Context, tx *sql.Tx, now int64, keys []Key) error {
+func track(ctx context.Context, tx *wtx, now int64, keys []Key) error {
 	for _, k := range keys {
 		if k.Tenant == "" || k.Repo == "" {
 			continue
@@ -52,7 +51,7 @@ func track(ctx context.Context, tx *sql.Tx, now int64, keys []Key) error {
 
 // forget drops every row of each key: queue, events, audit, lease, pending
 // deliveries (marked done: nothing is left to act on) and the tracking row.
-func forget(ctx context.Context, tx *sql.Tx, now int64, keys []Key) error {
+func forget(ctx context.Context, tx *wtx, now int64, keys []Key) error {
 	for _, k := range keys {
 		for _, q := range []string{
 			`DELETE FROM queue WHERE tenant = ? AND repo = ?`,
@@ -73,7 +72,7 @@ func forget(ctx context.Context, tx *sql.Tx, now int64, keys []Key) error {
 	return nil
 }
 
-func tenantRepos(ctx context.Context, tx *sql.Tx, tenant string) ([]Key, error) {
+func tenantRepos(ctx context.Context, tx *wtx, tenant string) ([]Key, error) {
 	// Every trace of the tenant's repositories; the tenant-level key (repo
 	// "") is left alone: its lease is the caller's.
 	rows, err := tx.QueryContext(ctx, `SELECT repo FROM repos WHERE tenant = ?1
@@ -97,7 +96,7 @@ func tenantRepos(ctx context.Context, tx *sql.Tx, tenant string) ([]Key, error) 
 	return keys, rows.Err()
 }
 
-func setSuspended(ctx context.Context, tx *sql.Tx, now int64, tenant string, suspended bool) error {
+func setSuspended(ctx context.Context, tx *wtx, now int64, tenant string, suspended bool) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO installations (tenant, suspended, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (tenant) DO UPDATE SET suspended = excluded.suspended, updated_at = excluded.updated_at`, tenant, suspended, now)
 	if err != nil {

@@ -89,7 +89,7 @@ func (s *Store) Apply(ctx context.Context, l *Lease, ev Event) (Result, error) {
 		return Result{}, fmt.Errorf("event for %s under the lease of %s", ev.Key(), l.Key)
 	}
 	var res Result
-	err := s.db.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.write(ctx, func(tx *wtx) error {
 		if err := s.fence(ctx, tx, l); err != nil {
 			return err
 		}
@@ -101,7 +101,7 @@ func (s *Store) Apply(ctx context.Context, l *Lease, ev Event) (Result, error) {
 }
 
 // apply is the seed's _processEvent inside a transaction.
-func (s *Store) apply(ctx context.Context, tx *sql.Tx, ev Event) (Result, error) {
+func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 	if s.beforeApply != nil {
 		s.beforeApply(ev)
 	}
@@ -147,7 +147,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, ev Event) (Result, error)
 // (double-staging prevention). One exception: a bounced entry is replaced by
 // a fresh one, so that re-adding the trigger label after a fix rejoins the PR
 // instead of waiting for reconcile to sweep the bounced entry.
-func (s *Store) join(ctx context.Context, tx *sql.Tx, k Key, pr int, d *Details, now int64) (string, error) {
+func (s *Store) join(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int64) (string, error) {
 	if pr <= 0 {
 		return "", &FieldError{Field: "prNumber", Msg: "is required to join"}
 	}
@@ -184,7 +184,7 @@ func (s *Store) join(ctx context.Context, tx *sql.Tx, k Key, pr int, d *Details,
 }
 
 // leave is the seed's _queueLeave: a PR not in the queue leaves silently.
-func (s *Store) leave(ctx context.Context, tx *sql.Tx, k Key, pr int, now int64, reason string) (string, error) {
+func (s *Store) leave(ctx context.Context, tx *wtx, k Key, pr int, now int64, reason string) (string, error) {
 	var sha string
 	err := tx.QueryRowContext(ctx, `SELECT pr_sha FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? ORDER BY queued_at, id LIMIT 1`,
 		k.Tenant, k.Repo, pr).Scan(&sha)
@@ -205,7 +205,7 @@ func (s *Store) leave(ctx context.Context, tx *sql.Tx, k Key, pr int, now int64,
 
 // reevaluate takes a queued PR's new head: new prSha, reevaluatedAt, status
 // back to queued, gate fields cleared. A PR not queued is ignored.
-func (s *Store) reevaluate(ctx context.Context, tx *sql.Tx, k Key, pr int, sha string, now int64) (string, error) {
+func (s *Store) reevaluate(ctx context.Context, tx *wtx, k Key, pr int, sha string, now int64) (string, error) {
 	if pr <= 0 {
 		return "", &FieldError{Field: "prNumber", Msg: "is required to reevaluate"}
 	}
@@ -231,7 +231,7 @@ func (s *Store) reevaluate(ctx context.Context, tx *sql.Tx, k Key, pr int, sha s
 // gateEvent applies a check/status/review event to the queued PR whose prSha
 // is details.sha (prNumber, when not 0, must match too). With a gateResult it
 // records it; without one the entry is evaluating (checks still pending).
-func (s *Store) gateEvent(ctx context.Context, tx *sql.Tx, k Key, pr int, d *Details, now int64) (string, error) {
+func (s *Store) gateEvent(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int64) (string, error) {
 	if d.Sha == "" {
 		return ResultIgnored, nil
 	}
@@ -256,7 +256,7 @@ func (s *Store) gateEvent(ctx context.Context, tx *sql.Tx, k Key, pr int, d *Det
 
 // recordGate sets a gate outcome: success → gate_passed (audit gate_success);
 // failure → bounced (audit gate_failure, then bounce); "" → evaluating.
-func (s *Store) recordGate(ctx context.Context, tx *sql.Tx, k Key, pr int, sha, result, reason string, now int64) error {
+func (s *Store) recordGate(ctx context.Context, tx *wtx, k Key, pr int, sha, result, reason string, now int64) error {
 	var err error
 	switch result {
 	case GateSuccess:
@@ -307,7 +307,7 @@ func entryBySha(ctx context.Context, q querier, k Key, sha string, pr int) (*Ent
 	return &e, nil
 }
 
-func insertEvent(ctx context.Context, tx *sql.Tx, k Key, now int64, ev Event) error {
+func insertEvent(ctx context.Context, tx *wtx, k Key, now int64, ev Event) error {
 	var details any
 	if ev.Details != nil {
 		b, err := json.Marshal(ev.Details)
@@ -329,7 +329,7 @@ func insertEvent(ctx context.Context, tx *sql.Tx, k Key, now int64, ev Event) er
 	return nil
 }
 
-func insertAudit(ctx context.Context, tx *sql.Tx, k Key, now int64, action string, pr int, sha, reason string) error {
+func insertAudit(ctx context.Context, tx *wtx, k Key, now int64, action string, pr int, sha, reason string) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO audit (tenant, repo, ts, action, pr_number, pr_sha, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		k.Tenant, k.Repo, now, action, pr, sha, reason); err != nil {
 		return fmt.Errorf("%s: write audit: %w", k, err)
