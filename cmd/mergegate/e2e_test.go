@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/migrations"
-	"github.com/mergegate/mergegate/webhook"
 )
 
 // binPath is the mergegate binary built once for the end-to-end tests.
@@ -291,21 +290,4 @@ func TestBinaryCommands(t *testing.T) {
 	if out, code := run("reconcile", "--db", db, "--tenant", "1", "--repo", "a/b"); code != 0 || !strings.Contains(out, `"staleLeases": []`) {
 		t.Fatalf("reconcile: %d %s", code, out)
 	}
-}
-
-// deliver posts a signed pull_request delivery that joins PR n of repo.
-func deliver(url, id, repo string, n int) (int, error) {
-	body := fmt.Sprintf(`{"action":"labeled","number":%d,"label":{"name":"automerge"},"pull_request":{"number":%d,"state":"open","draft":false,"labels":[{"name":"automerge"}],"auto_merge":null,"head":{"sha":"%040d"},"base":{"ref":"main"}},"repository":{"full_name":%q},"installation":{"id":5}}`, n, n, n, repo)
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "pull_request")
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", webhook.Sign(e2eSecret, []byte(body)))
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, r.Body) //nolint:errcheck
-	r.Body.Close()
-	return r.StatusCode, nil
 }
