@@ -271,42 +271,37 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 	case <-ctx.Done():
 		return 0
 	}
-	drained := false
-	endDrain := func() {
-		if !drained {
-			drained = true
-			<-e.drains
-		}
+	retry := e.drain(ctx, k) // takes and gives back the lease per batch
+	<-e.drains               // advancing the queue waits on GitHub, not on the database
+	if k.Repo == "" || e.forge == nil || ctx.Err() != nil {
+		return retry // no GitHub: gates wait (said once at start)
 	}
-	defer endDrain()
 	l, err := e.store.Acquire(ctx, k, "worker")
 	if err != nil {
 		var le *leasedo.LockedError
 		if errors.As(err, &le) {
-			// Held by the cron, an operator or another process: the
-			// deliveries stay pending and are retried, never dropped.
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
-			return clamp(le.ExpiresIn, 50*time.Millisecond, time.Second)
+			return minRetry(retry, clamp(le.ExpiresIn, 50*time.Millisecond, time.Second))
 		}
 		if ctx.Err() == nil {
 			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("acquire lease")
 		}
-		return time.Second
+		return minRetry(retry, time.Second)
 	}
 	defer func() {
 		if _, err := e.store.Release(context.WithoutCancel(ctx), l); err != nil {
 			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("release lease")
 		}
 	}()
-	retry := e.drain(ctx, l)
-	endDrain() // advancing the queue waits on GitHub, not on the database
-	if k.Repo == "" || ctx.Err() != nil {
-		return retry
+	return minRetry(retry, e.advance(ctx, l))
+}
+
+// minRetry is the sooner of two retry delays, where 0 means none.
+func minRetry(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
 	}
-	if r := e.advance(ctx, l); r > 0 && (retry == 0 || r < retry) {
-		retry = r
-	}
-	return retry
+	return a
 }
 
 func clamp(d, lo, hi time.Duration) time.Duration {

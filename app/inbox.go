@@ -11,60 +11,66 @@ import (
 	"github.com/mergegate/mergegate/webhook"
 )
 
-// drainBatch is how many deliveries one read of the inbox takes.
-const drainBatch = 100
-
 // applyBatch is how many deliveries one transaction applies at most: a
 // backlog is applied in group commits, while a transaction stays short
 // enough not to hold up the webhook's commits (which go first) for long.
 const applyBatch = 16
 
-// drain applies k's pending deliveries in arrival order under l. Each
-// delivery's events are applied in the same transaction that marks it done,
-// so it is applied exactly once; consecutive deliveries share a
-// transaction (applyBatch). It returns when a retry is due (a delivery in
-// backoff), 0 when the inbox is empty.
-func (e *Engine) drain(ctx context.Context, l *leasedo.Lease) time.Duration {
-	k := l.Key
+// drain applies k's pending deliveries in arrival order, applyBatch per
+// transaction; each transaction takes and gives back k's lease itself
+// (leasedo.Store.Drain), so a pass costs one commit per batch and no
+// separate lease writes. A delivery's events are applied in the
+// transaction that marks it done: it is applied exactly once. drain
+// returns when a retry is due (the lease held by someone else, a delivery
+// in backoff), 0 when the inbox is empty.
+func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
+	policy := leasedo.DrainPolicy{MaxAttempts: e.cfg.MaxAttempts, Backoff: deliveryBackoff}
 	for ctx.Err() == nil {
-		ds, err := e.store.Pending(ctx, k, drainBatch)
+		preps := map[int64]prepared{}
+		res, err := e.store.Drain(ctx, k, "worker", applyBatch, func(d leasedo.Delivery) (leasedo.Batch, error) {
+			p, err := e.prepare(d)
+			preps[d.Seq] = p
+			return p.b, err
+		}, policy)
 		if err != nil {
-			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("read pending deliveries")
+			var le *leasedo.LockedError
+			if errors.As(err, &le) {
+				// Held by the cron, an operator or another process: the
+				// deliveries stay pending and are retried, never dropped.
+				e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
+				return clamp(le.ExpiresIn, 50*time.Millisecond, time.Second)
+			}
+			if ctx.Err() == nil {
+				e.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("deliveries left pending; will retry")
+			}
 			return time.Second
 		}
-		if len(ds) == 0 {
+		for _, r := range res.Done {
+			p := preps[r.Delivery.Seq]
+			p.d = r.Delivery
+			switch {
+			case r.Err == nil:
+				e.applied(p, r.Results)
+			case r.Failed:
+				e.cfg.Metrics.delivery(p.d.Event, "failed", 0, p.d.ReceivedAt, e.clock.Now())
+				p.log.Error().Err(r.Err).Int("attempts", p.d.Attempts+1).Msg("delivery failed; kept for the operator (GET /queue, dashboard)")
+			default:
+				p.log.Warn().Err(r.Err).Int("attempts", p.d.Attempts+1).Time("retry_at", res.RetryAt).Msg("delivery failed; will retry")
+			}
+		}
+		if !res.RetryAt.IsZero() {
+			return clamp(res.RetryAt.Sub(e.clock.Now()), 10*time.Millisecond, time.Minute)
+		}
+		if !res.More {
 			return 0
-		}
-		var group []prepared
-		flush := func() error {
-			err := e.applyGroup(ctx, l, group)
-			group = group[:0]
-			return err
-		}
-		for _, d := range ds {
-			if wait := d.NextTryAt.Sub(e.clock.Now()); wait > 0 {
-				// Arrival order: nothing after d goes before it.
-				if err := flush(); err != nil {
-					return 100 * time.Millisecond
-				}
-				return clamp(wait, 10*time.Millisecond, time.Minute)
-			}
-			p, ok := e.prepare(ctx, d)
-			if !ok {
-				continue // malformed: marked failed, kept for the operator
-			}
-			group = append(group, p)
-			if len(group) == applyBatch {
-				if err := flush(); err != nil {
-					return 100 * time.Millisecond
-				}
-			}
-		}
-		if err := flush(); err != nil {
-			return 100 * time.Millisecond
 		}
 	}
 	return 0
+}
+
+// deliveryBackoff is the wait after a delivery's n-th failed attempt.
+func deliveryBackoff(n int) time.Duration {
+	return time.Duration(1<<min(n-1, 8)) * time.Second
 }
 
 // prepared is a delivery translated and ready to apply.
@@ -77,16 +83,15 @@ type prepared struct {
 	log     zerolog.Logger
 }
 
-// prepare translates one delivery. One that cannot be translated
-// (malformed) is marked failed at once (ok=false): retrying cannot fix it.
-func (e *Engine) prepare(ctx context.Context, d leasedo.Delivery) (prepared, bool) {
+// prepare translates one delivery. An error means it cannot be translated
+// (malformed): retrying cannot fix it, and it is marked failed at once.
+func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 	p := prepared{d: d, start: time.Now()}
 	p.log = e.log.With().Str("delivery", d.ID).Str("event", d.Event).Str("action", d.Action).
 		Str("tenant", d.Tenant).Str("repo", d.Repo).Logger()
 	t, err := webhook.Translate(d, e.cfg.Options)
 	if err != nil {
-		e.fail(ctx, p.log, d, err, true)
-		return p, false
+		return p, err
 	}
 	p.t = t
 	p.b = leasedo.Batch{Events: t.Events}
@@ -108,62 +113,7 @@ func (e *Engine) prepare(ctx context.Context, d leasedo.Delivery) (prepared, boo
 	if ic := t.Install; ic != nil {
 		p.tracked = installBatch(&p.b, d.Tenant, ic)
 	}
-	return p, true
-}
-
-// applyGroup applies prepared deliveries in one transaction; if that
-// fails for another reason than a lost lease, each is applied on its own,
-// so that only the one at fault is retried and, in the end, marked failed.
-// It returns an error when the pass must stop (lease lost, shutting down).
-func (e *Engine) applyGroup(ctx context.Context, l *leasedo.Lease, group []prepared) error {
-	switch len(group) {
-	case 0:
-		return nil
-	case 1:
-		return e.applyOne(ctx, l, group[0])
-	}
-	items := make([]leasedo.Applying, len(group))
-	for i, p := range group {
-		items[i] = leasedo.Applying{Seq: p.d.Seq, Batch: p.b}
-	}
-	if _, err := e.store.ApplyDeliveries(ctx, l, items); err != nil {
-		if errors.Is(err, leasedo.ErrLeaseLost) || ctx.Err() != nil {
-			e.log.Warn().Err(err).Str("tenant", l.Key.Tenant).Str("repo", l.Key.Repo).Int("deliveries", len(group)).Msg("deliveries left pending")
-			return err
-		}
-		for _, p := range group {
-			if err := e.applyOne(ctx, l, p); err != nil && (errors.Is(err, leasedo.ErrLeaseLost) || ctx.Err() != nil) {
-				return err
-			}
-		}
-		return nil
-	}
-	for i, p := range group {
-		if items[i].Applied {
-			e.applied(p, items[i].Results)
-		}
-	}
-	return nil
-}
-
-// applyOne applies one prepared delivery in its own transaction. One whose
-// apply fails is retried with backoff, then marked failed; either way it is
-// kept, with its error, for the operator. The error is returned only when
-// the pass must stop.
-func (e *Engine) applyOne(ctx context.Context, l *leasedo.Lease, p prepared) error {
-	results, applied, err := e.store.ApplyDelivery(ctx, l, p.d.Seq, p.b)
-	if err != nil {
-		if errors.Is(err, leasedo.ErrLeaseLost) || ctx.Err() != nil {
-			p.log.Warn().Err(err).Msg("delivery left pending")
-			return err
-		}
-		e.fail(ctx, p.log, p.d, err, false)
-		return nil
-	}
-	if applied {
-		e.applied(p, results)
-	}
-	return nil
+	return p, nil
 }
 
 // applied records, logs and follows up one applied delivery.
@@ -212,25 +162,6 @@ func installBatch(b *leasedo.Batch, tenant string, ic *webhook.InstallChange) []
 	b.Track = append(b.Track, keys(ic.Added)...)
 	b.Forget = append(b.Forget, keys(ic.Removed)...)
 	return keys(ic.Added)
-}
-
-func (e *Engine) fail(ctx context.Context, log zerolog.Logger, d leasedo.Delivery, cause error, permanent bool) {
-	max := e.cfg.MaxAttempts
-	if permanent {
-		max = 1
-	}
-	backoff := time.Duration(1<<min(d.Attempts, 8)) * time.Second
-	failed, err := e.store.FailDelivery(ctx, d.Seq, cause, backoff, max)
-	if err != nil {
-		log.Error().Err(err).AnErr("cause", cause).Msg("could not record the delivery's failure; it stays pending")
-		return
-	}
-	if failed {
-		e.cfg.Metrics.delivery(d.Event, "failed", 0, d.ReceivedAt, e.clock.Now())
-		log.Error().Err(cause).Int("attempts", d.Attempts+1).Msg("delivery failed; kept for the operator (GET /queue, dashboard)")
-		return
-	}
-	log.Warn().Err(cause).Int("attempts", d.Attempts+1).Dur("retry_in", backoff).Msg("delivery failed; will retry")
 }
 
 func outcomeOf(t webhook.Translation, results []leasedo.Result) string {

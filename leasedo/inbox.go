@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -245,41 +244,6 @@ func (s *Store) ApplyDelivery(ctx context.Context, l *Lease, seq int64, b Batch)
 	return results, applied, err
 }
 
-// Applying is one delivery of ApplyDeliveries, and what came of it.
-type Applying struct {
-	Seq   int64
-	Batch Batch
-	// Set by ApplyDeliveries.
-	Results []Result
-	Applied bool // false: it was no longer pending (applied before)
-}
-
-// ApplyDeliveries applies several deliveries of l's (tenant, repo) in one
-// transaction, in order, each as ApplyDelivery does: the engine's group
-// commit, so a backlog costs one commit per batch instead of per
-// delivery. If one fails nothing is applied and the error says which
-// (index); the caller then applies them one by one.
-func (s *Store) ApplyDeliveries(ctx context.Context, l *Lease, ds []Applying) (failed int, err error) {
-	failed = -1
-	err = s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		for i := range ds {
-			res, applied, err := s.applyDelivery(ctx, tx, l, now, ds[i].Seq, ds[i].Batch)
-			if err != nil {
-				failed = i
-				return err
-			}
-			ds[i].Results, ds[i].Applied = res, applied
-		}
-		return nil
-	})
-	if err != nil {
-		for i := range ds {
-			ds[i].Results, ds[i].Applied = nil, false
-		}
-	}
-	return failed, err
-}
-
 func (s *Store) applyDelivery(ctx context.Context, tx *wtx, l *Lease, now, seq int64, b Batch) (results []Result, applied bool, err error) {
 	var state string
 	if err := tx.QueryRowContext(ctx, `SELECT state FROM deliveries WHERE seq = ?`, seq).Scan(&state); err != nil {
@@ -335,38 +299,6 @@ func (s *Store) applyDelivery(ctx context.Context, tx *wtx, l *Lease, now, seq i
 		return nil, false, fmt.Errorf("delivery %d: mark done: %w", seq, err)
 	}
 	return results, true, nil
-}
-
-// FailDelivery records a failed attempt: the delivery stays pending and is
-// tried again after backoff, until maxAttempts, when it is marked failed
-// (kept, with its error, visible in GET /queue and the dashboard).
-func (s *Store) FailDelivery(ctx context.Context, seq int64, cause error, backoff time.Duration, maxAttempts int) (failed bool, err error) {
-	msg := cause.Error()
-	if len(msg) > 2000 {
-		msg = strings.ToValidUTF8(msg[:2000], "")
-	}
-	err = s.db.write(ctx, func(tx *wtx) error {
-		var attempts int
-		var cur string
-		if err := tx.QueryRowContext(ctx, `SELECT attempts, state FROM deliveries WHERE seq = ?`, seq).Scan(&attempts, &cur); err != nil {
-			return fmt.Errorf("delivery %d: %w", seq, err)
-		}
-		if cur != DeliveryPending {
-			return nil // applied or failed meanwhile (by a holder that took over): never re-open it
-		}
-		attempts++
-		state := DeliveryPending
-		if attempts >= maxAttempts {
-			state, failed = DeliveryFailed, true
-		}
-		next := s.now().Add(backoff).UnixMilli()
-		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET attempts = ?, last_error = ?, state = ?, next_try_at = ? WHERE seq = ?`,
-			attempts, msg, state, next, seq); err != nil {
-			return fmt.Errorf("delivery %d: record failure: %w", seq, err)
-		}
-		return nil
-	})
-	return failed, err
 }
 
 // RetryFailed puts k's failed deliveries back to pending (an operator's

@@ -440,11 +440,7 @@ func TestPendingOrderAndKeys(t *testing.T) {
 	if _, applied, err := s.ApplyDelivery(ctx, l, seqOf(t, s, "d3"), Batch{}); err != nil || !applied {
 		t.Fatalf("apply d3: %v %v", applied, err)
 	}
-	for _, id := range []string{"d1", "d5"} {
-		if failed, err := s.FailDelivery(ctx, seqOf(t, s, id), errors.New("boom"), time.Minute, 1); err != nil || !failed {
-			t.Fatalf("fail %s: %v %v", id, failed, err)
-		}
-	}
+	failAll(t, s, b, "d1", "d5")
 	if got := keysOf(); got != "42:octo/a" {
 		t.Fatalf("PendingKeys = %s, want only 42:octo/a", got)
 	}
@@ -597,87 +593,6 @@ func TestApplyDeliveryLostLease(t *testing.T) {
 	}
 }
 
-func TestFailDeliveryBackoffAndRetry(t *testing.T) {
-	ctx := context.Background()
-	s, clk := openTB(t, Options{})
-	in := s.NewInbox(0)
-	defer in.Close()
-	mustEnqueue(t, in, delivery("d1", key, ""))
-	seq := seqOf(t, s, "d1")
-
-	for i, backoff := range []time.Duration{time.Minute, 2 * time.Minute} {
-		failed, err := s.FailDelivery(ctx, seq, fmt.Errorf("github 502 #%d", i+1), backoff, 3)
-		if err != nil || failed {
-			t.Fatalf("failure %d: failed=%v err=%v", i+1, failed, err)
-		}
-		next, err := s.NextTry(ctx, seq)
-		if err != nil || !next.Equal(clk.Now().Add(backoff)) {
-			t.Fatalf("failure %d: next try %v, want %v (%v)", i+1, next, clk.Now().Add(backoff), err)
-		}
-		p, _ := s.Pending(ctx, key, 10)
-		if len(p) != 1 || p[0].Attempts != i+1 || p[0].LastError != fmt.Sprintf("github 502 #%d", i+1) || !p[0].NextTryAt.Equal(next) {
-			t.Fatalf("failure %d: pending = %+v", i+1, p)
-		}
-		clk.Advance(backoff)
-	}
-	long := strings.Repeat("x", 5000)
-	failed, err := s.FailDelivery(ctx, seq, errors.New(long), time.Minute, 3)
-	if err != nil || !failed {
-		t.Fatalf("failure 3 of 3: failed=%v err=%v", failed, err)
-	}
-	if p, _ := s.Pending(ctx, key, 10); len(p) != 0 {
-		t.Fatalf("a failed delivery is still pending: %+v", p)
-	}
-	fd, err := s.Deliveries(ctx, key, DeliveryFailed, 10)
-	if err != nil || len(fd) != 1 || fd[0].Attempts != 3 || len(fd[0].LastError) != 2000 {
-		t.Fatalf("failed deliveries: %+v %v", fd, err)
-	}
-	if _, err := s.FailDelivery(ctx, 424242, errors.New("x"), time.Minute, 3); err == nil {
-		t.Fatal("FailDelivery of an unknown seq: want an error")
-	}
-
-	if n, err := s.RetryFailed(ctx, Key{Tenant: "7", Repo: key.Repo}); n != 0 || err != nil {
-		t.Fatalf("RetryFailed of another tenant: %d %v", n, err)
-	}
-	if n, err := s.RetryFailed(ctx, key); n != 1 || err != nil {
-		t.Fatalf("RetryFailed: %d %v", n, err)
-	}
-	p, _ := s.Pending(ctx, key, 10)
-	if len(p) != 1 || p[0].Attempts != 0 || p[0].NextTryAt.UnixMilli() != 0 {
-		t.Fatalf("after RetryFailed: %+v", p)
-	}
-	l, _ := s.Acquire(ctx, key, "worker")
-	if _, applied, err := s.ApplyDelivery(ctx, l, seq, Batch{Events: []Event{join(1, "a")}}); err != nil || !applied {
-		t.Fatalf("apply after retry: %v %v", applied, err)
-	}
-}
-
-// A worker whose ApplyDelivery failed (say ErrLeaseLost) records the failure;
-// if the new lease holder applied the delivery meanwhile, that record must
-// not put the delivery back to pending, or it is applied a second time.
-func TestFailDeliveryAfterApplied(t *testing.T) {
-	ctx := context.Background()
-	s, clk := openTB(t, Options{})
-	in := s.NewInbox(0)
-	defer in.Close()
-	mustEnqueue(t, in, delivery("d1", key, ""))
-	seq := seqOf(t, s, "d1")
-	l1, _ := s.Acquire(ctx, key, "worker-1")
-	clk.Advance(31 * time.Second)
-	l2, _ := s.Acquire(ctx, key, "worker-2")
-	if _, applied, err := s.ApplyDelivery(ctx, l2, seq, Batch{Events: []Event{join(1, "a")}}); err != nil || !applied {
-		t.Fatalf("apply by worker-2: %v %v", applied, err)
-	}
-	_, _, err := s.ApplyDelivery(ctx, l1, seq, Batch{Events: []Event{join(1, "a")}})
-	if !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("apply by worker-1: %v", err)
-	}
-	s.FailDelivery(ctx, seq, err, time.Minute, 5) //nolint:errcheck // either answer is fine, the state is what counts
-	if d := deliveryRow(t, s, "d1"); d.State != DeliveryDone {
-		t.Fatalf("FailDelivery turned an applied delivery back to %s: it will be applied twice", d.State)
-	}
-}
-
 func TestPrune(t *testing.T) {
 	ctx := context.Background()
 	s, clk := openTB(t, Options{})
@@ -699,9 +614,7 @@ func TestPrune(t *testing.T) {
 	apply("old") // processed at t0
 	clk.Advance(2 * time.Hour)
 	apply("new") // processed at t0+2h
-	if _, err := s.FailDelivery(ctx, seqOf(t, s, "failed"), errors.New("x"), 0, 1); err != nil {
-		t.Fatal(err)
-	}
+	failAll(t, s, key, "failed")
 	left := func() string {
 		var ids []string
 		rows, err := s.db.r.Query(`SELECT delivery_id FROM deliveries ORDER BY seq`)

@@ -1,0 +1,247 @@
+package leasedo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Prepare turns one pending delivery into what applies it. An error means
+// the delivery itself is at fault (malformed): retrying cannot help, so it
+// is marked failed at once and kept for the operator.
+type Prepare func(Delivery) (Batch, error)
+
+// Drained is what became of one delivery in a Drain.
+type Drained struct {
+	Delivery Delivery
+	Results  []Result // its queue actions, when applied
+	// Err is why it was not applied. Failed: it was marked failed (kept,
+	// with Err, for the operator); otherwise it stays pending and is tried
+	// again after a backoff.
+	Err    error
+	Failed bool
+}
+
+// Drain is the outcome of one Drain call.
+type Drain struct {
+	Done    []Drained // in arrival order
+	More    bool      // limit reached: more may be pending
+	RetryAt time.Time // non-zero: the next pending delivery waits until then
+}
+
+// DrainPolicy is how failed attempts are retried.
+type DrainPolicy struct {
+	MaxAttempts int                              // failed at this many attempts (default 5)
+	Backoff     func(attempts int) time.Duration // wait after the n-th failed attempt (default 2^(n-1) s)
+}
+
+// Drain applies up to limit of k's pending deliveries, in arrival order,
+// in ONE write transaction that also takes and gives back k's lease: the
+// seed's process_event (acquire, apply, release) for a batch of
+// deliveries. Nobody can see the lease in between, so it is not written;
+// a stale lease left by a dead holder is removed, as acquiring and
+// releasing it would. A lease held by someone else answers *LockedError
+// and nothing is applied (the deliveries wait for it).
+//
+// prepare runs inside the transaction, so it must only compute (never call
+// GitHub). Each delivery is applied under a savepoint: one whose apply
+// fails is rolled back alone, its attempt recorded (failed at
+// MaxAttempts), and nothing after it is applied in this call — arrival
+// order holds. A database error (disk full, I/O, interruption) is not the
+// delivery's fault: the whole call fails, nothing is recorded, and every
+// delivery stays pending as it was.
+func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare Prepare, policy DrainPolicy) (Drain, error) {
+	if limit <= 0 {
+		limit = 16
+	}
+	if policy.MaxAttempts <= 0 {
+		policy.MaxAttempts = 5
+	}
+	if policy.Backoff == nil {
+		policy.Backoff = func(n int) time.Duration { return time.Duration(1<<min(n-1, 8)) * time.Second }
+	}
+	var out Drain
+	var locked *LockedError // answered after the commit (of a clamped ts)
+	err := s.db.write(ctx, func(tx *wtx) error {
+		out = Drain{}
+		now := s.now()
+		free, err := s.takeAndGiveBack(ctx, tx, k, now)
+		if err != nil {
+			return err
+		}
+		if free != nil {
+			locked = free
+			return nil
+		}
+		ds, err := pendingIn(ctx, tx, k, limit)
+		if err != nil {
+			return err
+		}
+		out.More = len(ds) == limit
+		l := &Lease{Key: k, By: by}
+		for _, d := range ds {
+			if d.NextTryAt.After(now) {
+				out.RetryAt, out.More = d.NextTryAt, false
+				break
+			}
+			r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prepare, policy)
+			if err != nil {
+				return err
+			}
+			out.Done = append(out.Done, r)
+			if !retryAt.IsZero() {
+				out.RetryAt, out.More = retryAt, false
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Drain{}, err
+	}
+	if locked != nil {
+		return Drain{}, locked
+	}
+	return out, nil
+}
+
+// takeAndGiveBack is Acquire followed by Release inside tx: a lease younger
+// than the TTL answers LockedError (one from the future restamped to now,
+// as Acquire does); a stale one is deleted.
+func (s *Store) takeAndGiveBack(ctx context.Context, tx *wtx, k Key, now time.Time) (*LockedError, error) {
+	cur, err := getLease(ctx, tx, k)
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	age := time.Duration(now.UnixMilli()-cur.ts) * time.Millisecond
+	if age < 0 { // see Acquire
+		if _, err := tx.ExecContext(ctx, `UPDATE leases SET ts = ? WHERE tenant = ? AND repo = ? AND token = ?`,
+			now.UnixMilli(), k.Tenant, k.Repo, cur.token); err != nil {
+			return nil, fmt.Errorf("%s: lease from the future: %w", k, err)
+		}
+		age = 0
+	}
+	if age < s.ttl {
+		return &LockedError{Key: k, HeldBy: cur.heldBy, ExpiresIn: s.ttl - age}, nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ? AND token = ?`, k.Tenant, k.Repo, cur.token); err != nil {
+		return nil, fmt.Errorf("%s: remove stale lease: %w", k, err)
+	}
+	return nil, nil
+}
+
+// pendingIn reads k's first pending deliveries, with their bodies, on the
+// writer: its page cache is warm, where a reader's starts cold after every
+// commit.
+func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]Delivery, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT d.seq, d.delivery_id, d.event, d.action, coalesce(b.body, x''),
+			d.received_at, d.attempts, d.next_try_at
+		FROM deliveries d LEFT JOIN delivery_bodies b ON b.seq = d.seq
+		WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`, k.Tenant, k.Repo, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d := Delivery{Tenant: k.Tenant, Repo: k.Repo, State: DeliveryPending}
+		var recv, next int64
+		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &d.Body, &recv, &d.Attempts, &next); err != nil {
+			return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
+		}
+		d.ReceivedAt, d.NextTryAt = time.UnixMilli(recv), time.UnixMilli(next)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
+	}
+	return out, nil
+}
+
+// drainOne prepares and applies d under a savepoint. A non-zero retryAt:
+// d stays pending in backoff until then, so nothing after it may be
+// applied now.
+func (s *Store) drainOne(ctx context.Context, tx *wtx, l *Lease, now time.Time, d Delivery, prepare Prepare, policy DrainPolicy) (r Drained, retryAt time.Time, err error) {
+	var none time.Time
+	r.Delivery = d
+	b, perr := prepare(d)
+	if perr != nil {
+		r.Err, r.Failed = perr, true
+		return r, none, s.recordAttempt(ctx, tx, d, perr, DeliveryFailed, now)
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT delivery`); err != nil {
+		return r, none, fmt.Errorf("delivery %s: savepoint: %w", d.ID, err)
+	}
+	results, applied, aerr := s.applyDelivery(ctx, tx, l, now.UnixMilli(), d.Seq, b)
+	if aerr == nil {
+		if _, err := tx.ExecContext(ctx, `RELEASE delivery`); err != nil {
+			return r, none, fmt.Errorf("delivery %s: release savepoint: %w", d.ID, err)
+		}
+		if !applied { // cannot happen under the writer lock; kept honest
+			r.Err = errors.New("no longer pending")
+		}
+		r.Results = results
+		return r, none, nil
+	}
+	if _, err := tx.ExecContext(ctx, `ROLLBACK TO delivery`); err != nil {
+		return r, none, fmt.Errorf("delivery %s: roll back: %w (after %v)", d.ID, err, aerr)
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE delivery`); err != nil {
+		return r, none, fmt.Errorf("delivery %s: release savepoint: %w", d.ID, err)
+	}
+	if databaseFault(ctx, aerr) {
+		return r, none, aerr
+	}
+	state := DeliveryPending
+	if d.Attempts+1 >= policy.MaxAttempts {
+		state = DeliveryFailed
+	}
+	r.Err, r.Failed = aerr, state == DeliveryFailed
+	next := now.Add(policy.Backoff(d.Attempts + 1))
+	if err := s.recordAttempt(ctx, tx, d, aerr, state, next); err != nil {
+		return r, none, err
+	}
+	if r.Failed {
+		return r, none, nil
+	}
+	return r, next, nil
+}
+
+// recordAttempt counts a failed attempt of d and sets its state and when
+// it may be tried next.
+func (s *Store) recordAttempt(ctx context.Context, tx *wtx, d Delivery, cause error, state string, next time.Time) error {
+	msg := cause.Error()
+	if len(msg) > 2000 {
+		msg = strings.ToValidUTF8(msg[:2000], "")
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET attempts = attempts + 1, last_error = ?, state = ?, next_try_at = ? WHERE seq = ?`,
+		msg, state, next.UnixMilli(), d.Seq); err != nil {
+		return fmt.Errorf("delivery %s: record failure: %w", d.ID, err)
+	}
+	return nil
+}
+
+// databaseFault tells the database's own failures (full, I/O, busy,
+// interrupted: not the delivery's fault, and retried without counting an
+// attempt) from the delivery's (bad data: counted, then failed).
+func databaseFault(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED,
+		sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
+}
