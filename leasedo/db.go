@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ type DB struct {
 	r        *sql.DB
 	ckpt     *sql.DB // background WAL checkpoints, off the writer's path
 	pageSize int64   // read by the checkpointer
+	walLimit int64   // walRestartBytes; smaller in tests
 	stop     chan struct{}
 	done     chan struct{}
 	gate     writeGate  // orders the single writer's transactions
@@ -134,16 +136,21 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 		busy = 10 * time.Second
 	}
 	q := url.Values{}
-	// 16 KiB pages, set before the switch to WAL (it only takes effect on a
-	// new file): a 24 KB delivery spans 2 pages instead of 7, so a group
-	// commit writes a third of the WAL frames (one write call each).
-	q.Add("_pragma", "page_size(16384)")
+	// SQLite's default 4 KiB pages, set before the switch to WAL (it only
+	// takes effect on a new file). A commit writes every page it touched
+	// whole, and applying a delivery touches ~19 (rows and index entries
+	// of deliveries, events, queue, audit): with 16 KiB pages that was
+	// 300 KB of WAL per delivery, copied back again by the checkpoints.
+	q.Add("_pragma", "page_size(4096)")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "wal_autocheckpoint(0)")
-	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walRestartBytes))
+	// The WAL file keeps its blocks when it starts over (rewriting them
+	// costs no allocation, whose journal commits made fsyncs slow), unless
+	// a burst left it past four times the bound.
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", 4*walRestartBytes))
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + path + "?" + q.Encode()
 
@@ -170,7 +177,7 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 
-	db := &DB{path: path, w: w, r: r, stmts: newStmtCache()}
+	db := &DB{path: path, w: w, r: r, stmts: newStmtCache(), walLimit: walRestartBytes}
 	if opt.ReadOnly {
 		return db, nil
 	}
@@ -209,12 +216,26 @@ func (db *DB) checkpointer() {
 }
 
 // walRestartBytes bounds the WAL. A PASSIVE checkpoint copies it back but
-// never restarts it: under steady load some reader always holds a snapshot
-// in it, so it grew without end (4 GB in a minute at 1,000 deliveries/s).
-// Past this size a RESTART checkpoint waits for the readers (ms) and the
-// next commit starts the WAL over, truncated to journal_size_limit.
+// never starts it over: SQLite does that only at a write transaction that
+// begins while every frame is copied back and no reader is in the WAL,
+// which under steady load (a commit every millisecond) almost never
+// happens. Unbounded, it grew by 4 GB a minute at 1,000 deliveries/s.
 const walRestartBytes = 64 << 20
 
+// checkpoint copies the WAL back into the database file and, past
+// walRestartBytes, makes the next write start it over, without stalling
+// the webhook's commits:
+//
+//  1. PASSIVE passes, which never block a writer, until what is left is
+//     small (each pass copies what the previous one let pile up);
+//  2. the two files are fsynced from here, off the writer's path, so that
+//  3. a last PASSIVE pass, run while this goroutine holds the write gate
+//     (no commit can add frames), has little to copy or sync: 2–5 ms,
+//     where an unprepared RESTART held the writer 20–60 ms and writers
+//     slept in SQLite's busy handler meanwhile. It leaves every frame
+//     copied, so the next commit starts the WAL over. It never waits for
+//     a reader (a backup, say): frames a reader still needs stay, and the
+//     next tick tries again.
 func (db *DB) checkpoint() {
 	var busy, frames, copied int64
 	if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
@@ -225,11 +246,29 @@ func (db *DB) checkpoint() {
 			return
 		}
 	}
-	// Cheap when the passive pass copied everything (only the readers are
-	// waited for); past four times the bound, even when it did not.
-	if size := frames * db.pageSize; size > walRestartBytes && (copied == frames || size > 4*walRestartBytes) {
-		db.ckpt.Exec(`PRAGMA wal_checkpoint(RESTART)`) //nolint:errcheck // retried next tick
+	if frames*db.pageSize <= db.walLimit {
+		return
 	}
+	for i := 0; i < 4; i++ {
+		before := copied
+		if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
+			return
+		}
+		if (copied-before)*db.pageSize < 1<<20 {
+			break
+		}
+	}
+	for _, name := range []string{db.path + "-wal", db.path} {
+		if f, err := os.Open(name); err == nil {
+			f.Sync() //nolint:errcheck // an optimisation: SQLite syncs again
+			f.Close()
+		}
+	}
+	if err := db.gate.acquire(context.Background(), false); err != nil {
+		return
+	}
+	defer db.gate.release()
+	db.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`) //nolint:errcheck // retried next tick
 }
 
 // pingRetryBusy opens the first writer connection, which switches a new

@@ -1,0 +1,116 @@
+package leasedo
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// walFrames reads how many frames the WAL holds (a PASSIVE checkpoint's
+// second column; it copies what it can, which changes nothing here).
+func walFrames(t *testing.T, db *DB) int64 {
+	t.Helper()
+	var busy, frames, copied int64
+	if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
+		t.Fatal(err)
+	}
+	return frames
+}
+
+// Under steady writes a PASSIVE checkpoint alone never starts the WAL over
+// (it grew by gigabytes): a commit always lands between its copy and the
+// next write. The checkpointer does, past its bound.
+func TestCheckpointBoundsTheWAL(t *testing.T) {
+	s, _ := openTB(t, Options{})
+	db := s.db
+	db.walLimit = 1 << 20 // 1 MiB instead of 64
+	in := s.NewInbox(0)
+	defer in.Close()
+	body := strings.Repeat("x", 20<<10)
+	var written atomic.Int64
+	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() { // steady load: a commit whenever the writer is free
+		defer close(writerDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := in.Enqueue(context.Background(), delivery(fmt.Sprintf("d%d", i), key, body)); err != nil {
+				t.Error(err)
+				return
+			}
+			written.Add(1)
+		}
+	}()
+	var maxFrames int64
+	for written.Load() < 4000 { // ~200 MB of WAL traffic
+		for start := written.Load(); written.Load() < start+20; {
+			runtime.Gosched()
+		}
+		db.checkpoint()
+		maxFrames = max(maxFrames, walFrames(t, db))
+	}
+	close(stop)
+	<-writerDone
+	// Unbounded, the WAL held ~200 MB by now. Bounded, it holds the bound
+	// plus what piled up while one checkpoint ran (a few MB when the
+	// machine is busy).
+	if maxFrames*db.pageSize > 32<<20 {
+		t.Fatalf("WAL held %d frames (%d MiB) after %d writes: it is not bounded", maxFrames, maxFrames*db.pageSize>>20, written.Load())
+	}
+	t.Logf("WAL at most %d frames (%d KiB) over %d writes", maxFrames, maxFrames*db.pageSize>>10, written.Load())
+}
+
+// A reader that holds a snapshot (a backup, a slow dashboard) must not
+// make the checkpointer hold the writer: commits go on while it waits,
+// and the WAL starts over once the reader is done.
+func TestCheckpointNeverHoldsWritesForAReader(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTB(t, Options{})
+	db := s.db
+	db.walLimit = 256 << 10
+	in := s.NewInbox(0)
+	defer in.Close()
+	body := strings.Repeat("y", 100<<10)
+	for i := 0; i < 10; i++ {
+		mustEnqueue(t, in, delivery(fmt.Sprintf("a%d", i), key, body))
+	}
+	rtx, err := db.r.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rtx.QueryRow(`SELECT count(*) FROM deliveries`).Scan(&n); err != nil || n != 10 { // the snapshot is taken
+		t.Fatalf("reader: %d %v", n, err)
+	}
+	for i := 0; i < 10; i++ {
+		mustEnqueue(t, in, delivery(fmt.Sprintf("b%d", i), key, body))
+	}
+	done := make(chan struct{})
+	go func() { db.checkpoint(); close(done) }()
+	// Commits still go through while the reader holds its snapshot.
+	for i := 0; i < 5; i++ {
+		mustEnqueue(t, in, delivery(fmt.Sprintf("c%d", i), key, body))
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second): // liveness, not speed: SQLite's busy timeout is 10 s
+		t.Fatal("the checkpointer waited for the reader")
+	}
+	if err := rtx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	before := walFrames(t, db)
+	db.checkpoint()
+	mustEnqueue(t, in, delivery("after", key, "{}")) // this commit starts the WAL over
+	if after := walFrames(t, db); after >= before || after*db.pageSize > 64<<10 {
+		t.Fatalf("WAL frames %d → %d after the reader finished: it did not start over", before, after)
+	}
+}
