@@ -84,12 +84,17 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 		}
 		out.More = len(ds) == limit
 		l := &Lease{Key: k, By: by}
-		for _, d := range ds {
+		for _, pd := range ds {
+			d := pd.Delivery
 			if d.NextTryAt.After(now) {
 				out.RetryAt, out.More = d.NextTryAt, false
 				break
 			}
-			r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prepare, policy)
+			prep := prepare
+			if pd.bodyErr != nil { // unreadable: as malformed as can be
+				prep = func(Delivery) (Batch, error) { return Batch{}, pd.bodyErr }
+			}
+			r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prep, policy)
 			if err != nil {
 				return err
 			}
@@ -135,27 +140,37 @@ func (s *Store) takeAndGiveBack(ctx context.Context, tx *wtx, k Key, now time.Ti
 	return nil, nil
 }
 
+// pendingDelivery is a pending delivery as read, and whether its stored
+// body could be read back.
+type pendingDelivery struct {
+	Delivery
+	bodyErr error
+}
+
 // pendingIn reads k's first pending deliveries, with their bodies, on the
 // writer: its page cache is warm, where a reader's starts cold after every
 // commit.
-func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]Delivery, error) {
+func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]pendingDelivery, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT d.seq, d.delivery_id, d.event, d.action, coalesce(b.body, x''),
-			d.received_at, d.attempts, d.next_try_at
+			coalesce(b.encoding, ''), d.received_at, d.attempts, d.next_try_at
 		FROM deliveries d LEFT JOIN delivery_bodies b ON b.seq = d.seq
 		WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`, k.Tenant, k.Repo, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 	}
 	defer rows.Close()
-	var out []Delivery
+	var out []pendingDelivery
 	for rows.Next() {
-		d := Delivery{Tenant: k.Tenant, Repo: k.Repo, State: DeliveryPending}
+		p := pendingDelivery{Delivery: Delivery{Tenant: k.Tenant, Repo: k.Repo, State: DeliveryPending}}
+		d := &p.Delivery
 		var recv, next int64
-		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &d.Body, &recv, &d.Attempts, &next); err != nil {
+		var enc string
+		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &d.Body, &enc, &recv, &d.Attempts, &next); err != nil {
 			return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 		}
 		d.ReceivedAt, d.NextTryAt = time.UnixMilli(recv), time.UnixMilli(next)
-		out = append(out, d)
+		d.Body, p.bodyErr = decodeBody(enc, d.Body)
+		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)

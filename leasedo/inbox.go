@@ -24,6 +24,8 @@ type Inbox struct {
 
 type enqueueReq struct {
 	d    Delivery
+	enc  string // how body is stored (encodeBody)
+	body []byte
 	dup  bool
 	err  error
 	done chan struct{}
@@ -47,6 +49,9 @@ func (in *Inbox) Enqueue(ctx context.Context, d Delivery) (duplicate bool, err e
 		return false, errors.New("enqueue: delivery id and event are required")
 	}
 	r := &enqueueReq{d: d, done: make(chan struct{})}
+	// Compressed here, on the caller's goroutine: callers run in
+	// parallel, the committer is one.
+	r.enc, r.body = encodeBody(d.Body)
 	select {
 	case in.reqs <- r:
 	case <-in.quit:
@@ -99,20 +104,11 @@ func (in *Inbox) run() {
 func (in *Inbox) commit(batch []*enqueueReq) {
 	ctx := context.Background()
 	err := in.s.db.writeFirst(ctx, func(tx *wtx) error {
-		meta, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
-			VALUES (?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`)
-		if err != nil {
-			return fmt.Errorf("store deliveries: %w", err)
-		}
-		defer meta.Close()
-		body, err := tx.PrepareContext(ctx, `INSERT INTO delivery_bodies (seq, body) VALUES (?, coalesce(?, x''))`)
-		if err != nil {
-			return fmt.Errorf("store deliveries: %w", err)
-		}
-		defer body.Close()
 		for _, r := range batch {
 			d := r.d
-			res, err := meta.ExecContext(ctx, d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.ReceivedAt.UnixMilli())
+			res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
+				VALUES (?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`,
+				d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.ReceivedAt.UnixMilli())
 			if err != nil {
 				return fmt.Errorf("store delivery %s: %w", d.ID, err)
 			}
@@ -124,7 +120,8 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 			if err != nil {
 				return fmt.Errorf("store delivery %s: %w", d.ID, err)
 			}
-			if _, err := body.ExecContext(ctx, seq, d.Body); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO delivery_bodies (seq, body, encoding) VALUES (?, coalesce(?, x''), ?)`,
+				seq, r.body, r.enc); err != nil {
 				return fmt.Errorf("store delivery %s: %w", d.ID, err)
 			}
 		}
@@ -160,9 +157,9 @@ func (s *Store) NextTry(ctx context.Context, seq int64) (time.Time, error) {
 }
 
 func (s *Store) deliveries(ctx context.Context, withBody bool, where string, args ...any) ([]Delivery, error) {
-	body, join := `x''`, ``
+	body, join := `x'', ''`, ``
 	if withBody {
-		body, join = `coalesce(b.body, x'')`, `LEFT JOIN delivery_bodies b ON b.seq = d.seq`
+		body, join = `coalesce(b.body, x''), coalesce(b.encoding, '')`, `LEFT JOIN delivery_bodies b ON b.seq = d.seq`
 	}
 	rows, err := s.db.r.QueryContext(ctx, `SELECT d.seq, d.delivery_id, d.event, d.action, d.tenant, d.repo, `+body+`,
 			d.received_at, d.state, d.attempts, d.last_error, d.next_try_at
@@ -175,8 +172,13 @@ func (s *Store) deliveries(ctx context.Context, withBody bool, where string, arg
 	for rows.Next() {
 		var d Delivery
 		var recv, next int64
-		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &d.Tenant, &d.Repo, &d.Body, &recv, &d.State, &d.Attempts, &d.LastError, &next); err != nil {
+		var enc string
+		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &d.Tenant, &d.Repo, &d.Body, &enc, &recv, &d.State, &d.Attempts, &d.LastError, &next); err != nil {
 			return nil, fmt.Errorf("read deliveries: %w", err)
+		}
+		var err error
+		if d.Body, err = decodeBody(enc, d.Body); err != nil {
+			return nil, fmt.Errorf("read delivery %s: %w", d.ID, err)
 		}
 		d.ReceivedAt = time.UnixMilli(recv)
 		d.NextTryAt = time.UnixMilli(next)

@@ -242,8 +242,9 @@ func TestConcurrentApply(t *testing.T) {
 	}
 }
 
-// A version-1 database with deliveries in it is upgraded by 0002: the
-// bodies move to delivery_bodies, byte for byte, and nothing else changes.
+// A version-1 database with deliveries in it is upgraded by 0002 and 0003:
+// the bodies move to delivery_bodies, byte for byte, marked raw (an empty
+// encoding), and nothing else changes.
 func TestUpgradeMovesDeliveryBodies(t *testing.T) {
 	ctx := context.Background()
 	db := rawDB(t, filepath.Join(t.TempDir(), "v1.db"))
@@ -267,8 +268,9 @@ func TestUpgradeMovesDeliveryBodies(t *testing.T) {
 	}
 	var body string
 	var n int
-	if err := db.QueryRow(`SELECT b.body FROM deliveries d JOIN delivery_bodies b ON b.seq = d.seq WHERE d.delivery_id = 'd1'`).Scan(&body); err != nil || body != `{"a":1}` {
-		t.Fatalf("moved body = %q %v", body, err)
+	var enc string
+	if err := db.QueryRow(`SELECT b.body, b.encoding FROM deliveries d JOIN delivery_bodies b ON b.seq = d.seq WHERE d.delivery_id = 'd1'`).Scan(&body, &enc); err != nil || body != `{"a":1}` || enc != "" {
+		t.Fatalf("moved body = %q, encoding %q, %v", body, enc, err)
 	}
 	if err := db.QueryRow(`SELECT count(*) FROM delivery_bodies`).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("delivery_bodies rows = %d %v", n, err)
