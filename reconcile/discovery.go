@@ -2,7 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"sync"
 
 	"github.com/mergegate/mergegate/forge"
@@ -64,11 +64,17 @@ func (r *Reconciler) discover(ctx context.Context, stops *tenantStops) *discover
 	}
 	forEach(r, r.conc, active, func(in forge.Installation) {
 		log := r.log.With().Str("tenant", in.Tenant).Logger()
-		if low, left := r.rateLow(in.Tenant); low {
-			stops.stop(r, in.Tenant, fmt.Sprintf("%d rate-limit points left (minimum %d)", left, r.minRate))
+		release, err := r.slot(ctx, in.Tenant)
+		if err != nil {
+			if errors.Is(err, ErrRateLow) {
+				stops.stop(r, in.Tenant, err.Error())
+				return
+			}
+			log.Warn().Err(err).Msg("reconcile: listing the installation's repositories failed")
 			return
 		}
 		names, err := r.forge.ListInstallationRepos(ctx, in.Tenant)
+		release()
 		if err != nil {
 			if _, ok := forge.IsRateLimited(err); ok {
 				stops.stop(r, in.Tenant, err.Error())

@@ -10,6 +10,8 @@
 //     heads are reevaluated. A lost queue is rebuilt by the same rule.
 //   - runall.go: RunAll, one pass over every repository: discovery from the
 //     App's installations, bounded concurrency, rate-limit budget.
+//   - gate.go: the bound on GitHub requests in flight per installation
+//     (and the budget check just before each request).
 //   - cron.go: Cron, the robfig/cron schedule around RunAll.
 //
 // The seed's lease protocol is leasedo's: a lease older than --lease-dead is

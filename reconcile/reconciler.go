@@ -14,11 +14,14 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultConcurrency      = 4
-	DefaultMinRateRemaining = 100
-	DefaultDeadline         = 4 * time.Minute
-	DefaultGrace            = 30 * time.Second
-	DefaultBy               = "reconcile"
+	DefaultConcurrency = 8
+	// DefaultInstallationConcurrency is the ceiling the cron always had
+	// in practice (4 repositories at once, listed by tenant); see gate.go.
+	DefaultInstallationConcurrency = 4
+	DefaultMinRateRemaining        = 100
+	DefaultDeadline                = 4 * time.Minute
+	DefaultGrace                   = 30 * time.Second
+	DefaultBy                      = "reconcile"
 )
 
 // Config configures a Reconciler.
@@ -35,8 +38,23 @@ type Config struct {
 	// released its dead lease (the app kicks its worker to merge).
 	OnChange func(k leasedo.Key)
 	// Concurrency is how many repositories are reconciled at once
-	// (default 4).
+	// (default 8). Their GitHub requests are further bounded per
+	// installation by InstallationConcurrency, so one RunAll has at most
+	// Concurrency × InstallationConcurrency (32) in flight in all, far
+	// below GitHub's 100 concurrent requests; RunAll interleaves the
+	// installations so that the repositories at once belong to different
+	// ones.
 	Concurrency int
+	// InstallationConcurrency bounds the GitHub requests the Reconciler
+	// (RunAll and Pass together) has in flight for one installation
+	// (default 4): repositories of one installation and the issue-event
+	// reads of one repository share it. GitHub asks integrators to avoid
+	// concurrent requests per token (secondary rate limits); 4 is what the
+	// cron always sent to one installation, since Concurrency was 4 and
+	// repositories were worked through installation by installation.
+	// Requests other users of the same forge.Client send (the engine's)
+	// are not counted.
+	InstallationConcurrency int
 	// MinRateRemaining: below this many rate-limit points left, a tenant's
 	// remaining repositories wait for the next pass (default 100; negative
 	// turns the check off).
@@ -63,6 +81,7 @@ type Reconciler struct {
 	log      zerolog.Logger
 	onChange func(leasedo.Key)
 	conc     int
+	gate     *requestGate
 	minRate  int
 	deadline time.Duration
 	grace    time.Duration
@@ -84,6 +103,11 @@ func New(cfg Config) *Reconciler {
 	if r.conc <= 0 {
 		r.conc = DefaultConcurrency
 	}
+	per := cfg.InstallationConcurrency
+	if per <= 0 {
+		per = DefaultInstallationConcurrency
+	}
+	r.gate = newRequestGate(per)
 	if r.minRate == 0 {
 		r.minRate = DefaultMinRateRemaining
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
@@ -37,7 +39,12 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 	if err != nil {
 		return nil, err
 	}
+	release, err := r.slot(ctx, k.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", k, err)
+	}
 	prs, err := r.forge.ListOpenPRs(ctx, k.Tenant, k.Repo)
+	release()
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +138,11 @@ type missing struct {
 
 // joinMissing joins the eligible open PRs that are not queued, in GitHub's
 // order: the time their trigger (label or auto-merge) was set, which
-// becomes their queuedAt. It reads issue events only for these PRs.
+// becomes their queuedAt. It reads issue events only for these PRs, several
+// at once: each read takes one of the installation's request slots (see
+// gate.go), so a rebuild is not one round trip per PR, and the installation
+// never has more than InstallationConcurrency requests in flight. The
+// requests are the same ones, one per PR, as read one after the other.
 func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []forge.PR, queued map[int]bool) ([]leasedo.Fix, error) {
 	k := l.Key
 	var cands []forge.PR
@@ -147,27 +158,82 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 	if err != nil {
 		return nil, err
 	}
-	var joins []missing
-	var stopErr error
+	// reads[i] is cands[i]'s trigger time; each goroutine writes only its
+	// own element, read after wg.Wait.
+	type read struct {
+		m  missing
+		ok bool
+	}
+	reads := make([]read, len(cands))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		stopErr error // the first error that stops the reads
+	)
+	stop := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopErr == nil {
+			stopErr = err
+		}
+	}
+	stopped := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return stopErr != nil
+	}
+	var renewErr error
 	renewed := r.clock.Now()
-	for _, pr := range cands {
-		if low, left := r.rateLow(k.Tenant); low {
-			stopErr = fmt.Errorf("%s: %d points left: %w", k, left, ErrRateLow)
+	// The lease is renewed and the reads started from this goroutine only;
+	// after a stop no new read starts and those in flight finish.
+	for i, pr := range cands {
+		if stopped() {
 			break
 		}
 		if r.clock.Now().Sub(renewed) > r.store.TTL()/3 {
-			if err := r.store.Renew(ctx, l); err != nil {
-				return nil, err
+			if renewErr = r.store.Renew(ctx, l); renewErr != nil {
+				break
 			}
 			renewed = r.clock.Now()
 		}
-		m, err := r.triggerTime(ctx, k, pr)
+		release, err := r.slot(ctx, k.Tenant)
 		if err != nil {
-			stopErr = err
+			stop(fmt.Errorf("%s: %w", k, err))
 			break
 		}
-		if bouncedSince(audit, pr.Number, pr.HeadSHA, m.at) {
-			r.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", pr.Number).Str("sha", pr.HeadSHA).
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer release()
+			defer func() {
+				// Out of reach of runOne's recover: a panic fails this
+				// repository's pass, not the process.
+				if p := recover(); p != nil {
+					r.log.Error().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", pr.Number).
+						Str("stack", string(debug.Stack())).Msgf("resync: reading issue events panicked: %v", p)
+					stop(fmt.Errorf("%s: #%d: panic: %v", k, pr.Number, p))
+				}
+			}()
+			m, err := r.triggerTime(ctx, k, pr)
+			if err != nil {
+				stop(err)
+				return
+			}
+			reads[i] = read{m: m, ok: true}
+		}()
+	}
+	wg.Wait()
+	if renewErr != nil {
+		return nil, renewErr
+	}
+	var joins []missing
+	for _, rd := range reads {
+		if !rd.ok {
+			continue
+		}
+		m := rd.m
+		if bouncedSince(audit, m.pr.Number, m.pr.HeadSHA, m.at) {
+			r.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", m.pr.Number).Str("sha", m.pr.HeadSHA).
 				Msg("resync: bounced at this head after its trigger was set; waits for a new commit or trigger")
 			continue
 		}

@@ -59,10 +59,11 @@ const (
 // RunAll is one cron pass: discovery (the App's installations and their
 // repositories are tracked), then the seed's /reconcile and the resync for
 // every tracked repository of a non-suspended installation, Concurrency at
-// a time. A tenant whose rate limit falls below MinRateRemaining (or that
-// is rate-limited) gets no more resyncs this pass. Per-repository errors are
-// logged and counted; the error returned says how many failed, or that the
-// context ended.
+// a time, taken round-robin over the installations (each installation's
+// requests are bounded by InstallationConcurrency). A tenant whose rate
+// limit falls below MinRateRemaining (or that is rate-limited) gets no more
+// resyncs this pass. Per-repository errors are logged and counted; the
+// error returned says how many failed, or that the context ended.
 func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	var sum Summary
@@ -96,6 +97,7 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 		jobs = append(jobs, j)
 	}
 	sum.Repos = len(jobs)
+	jobs = interleave(jobs, func(j job) string { return j.key.Tenant })
 
 	var mu sync.Mutex
 	var firstErr error
