@@ -42,17 +42,34 @@ func compactFixture(b *testing.B, rel string) []byte {
 	return buf.Bytes()
 }
 
-// BenchmarkTranslate translates a pull_request opened delivery (~24 KB
-// compact, like the real ones).
+// BenchmarkTranslate translates deliveries as GitHub sends them (compact,
+// ~24 KB for a pull_request), with the scanner and with the encoding/json
+// reference it replaced.
 func BenchmarkTranslate(b *testing.B) {
-	body := compactFixture(b, "pull_request/opened.payload.json")
-	d := leasedo.Delivery{ID: "bench", Event: "pull_request", Action: "opened", Tenant: "1", Repo: helloWorld, Body: body}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		tr, err := Translate(d, bugTrigger)
-		if err != nil || len(tr.Events) != 1 {
-			b.Fatal(tr, err)
+	for _, c := range []struct {
+		name, event, file, tenant string
+		events                    int
+	}{
+		{"pull_request-opened", "pull_request", "pull_request/opened.payload.json", "1", 1},
+		{"pull_request-labeled", "pull_request", "pull_request/labeled.payload.json", "1", 1},
+		{"check_suite-completed", "check_suite", "check_suite/completed.payload.json", "1", 1},
+	} {
+		body := compactFixture(b, c.file)
+		d := leasedo.Delivery{ID: "bench", Event: c.event, Tenant: c.tenant, Repo: helloWorld, Body: body}
+		for _, impl := range []struct {
+			name      string
+			translate func(leasedo.Delivery, Options) (Translation, error)
+		}{{"scanner", Translate}, {"encoding-json", refTranslate}} {
+			b.Run(c.name+"/"+impl.name, func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					tr, err := impl.translate(d, bugTrigger)
+					if err != nil || len(tr.Events) != c.events {
+						b.Fatal(tr, err)
+					}
+				}
+			})
 		}
 	}
 }

@@ -6,50 +6,91 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
+	"unicode/utf8"
 )
 
-// The ingest path reads three fields of a 24 KB payload (action,
-// installation.id, repository.full_name) and must reject malformed JSON.
-// encoding/json validates and then decodes in two passes with reflection;
-// this scanner validates in one pass and keeps only the top-level values
-// asked for. The worker decodes the payload in full later, off the
-// acknowledgement's path.
+// Payloads are read with a one-pass validating scanner instead of
+// encoding/json: a 24 KB payload holds a few dozen fields mergegate reads
+// and kilobytes it does not (pull_request.head.repo, base.repo, ...).
+// encoding/json validates the whole input, then decodes it with
+// reflection; the scanner validates as it goes, decodes the fields asked
+// for straight into their Go values and only skips the rest.
+//
+// It accepts and decodes exactly what json.Unmarshal would into the same
+// structs (translate_ref_test.go keeps that implementation; the tests and
+// FuzzTranslateMatchesReference compare the two):
+//   - the input is one JSON object, white space around it, nested no
+//     deeper than encoding/json's 10000 levels;
+//   - keys match field names exactly or else case-insensitively
+//     (bytes.EqualFold, escapes decoded first); other keys are skipped;
+//   - a value of the wrong type for a field is an error; null leaves a
+//     string, number, bool or struct field as it was and clears a pointer
+//     or a slice;
+//   - a repeated key decodes again into the same field: a later scalar
+//     replaces an earlier one, a later object is merged into the struct
+//     the first one filled, a later array is decoded element by element
+//     over the earlier one's (reusing its backing array as reflect does).
 
-var errSyntax = errors.New("invalid JSON")
+var (
+	errSyntax = errors.New("invalid JSON")
+	errDepth  = errors.New("JSON nested too deeply")
+)
+
+// maxDepth is encoding/json's limit on nested objects and arrays.
+const maxDepth = 10000
 
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	depth int // objects and arrays open at s.i
 }
 
-// topLevel validates b as one JSON object (nothing but white space after
-// it) and returns the raw values of keys found at its top level, in the
-// order of keys (nil where absent; the last one wins on duplicates, as in
-// encoding/json).
-func topLevel(b []byte, keys ...string) ([][]byte, error) {
-	s := scanner{b: b}
-	out := make([][]byte, len(keys))
-	s.ws()
-	if s.i >= len(b) || b[s.i] != '{' {
-		return nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
-	}
-	if err := s.object(keys, out); err != nil {
-		return nil, fmt.Errorf("%w: %v at offset %d", ErrMalformed, err, s.i)
-	}
-	s.ws()
-	if s.i != len(b) {
-		return nil, fmt.Errorf("%w: %v: data after the object at offset %d", ErrMalformed, errSyntax, s.i)
-	}
-	return out, nil
+// fieldDecoder is a struct a JSON object decodes into.
+type fieldDecoder interface {
+	// decodeField decodes the value at s.i, whose key matched field
+	// number i of the names its object was scanned with, and scans past it.
+	decodeField(s *scanner, i int) error
 }
 
-// object scans an object at s.i; with keys, it records their raw values.
-func (s *scanner) object(keys []string, out [][]byte) error {
-	s.i++ // {
+// decode validates body as one JSON object (white space around it)
+// and decodes the members whose keys match names into v, as
+// encoding/json.Unmarshal would. Its errors wrap ErrMalformed.
+func decode(body []byte, names []string, v fieldDecoder) error {
+	s := scanner{b: body}
 	s.ws()
+	if s.peek() != '{' {
+		return fmt.Errorf("%w: not a JSON object", ErrMalformed)
+	}
+	if err := s.object(names, v); err != nil {
+		return fmt.Errorf("%w: %v at offset %d", ErrMalformed, err, s.i)
+	}
+	s.ws()
+	if s.i != len(body) {
+		return fmt.Errorf("%w: %v: data after the object at offset %d", ErrMalformed, errSyntax, s.i)
+	}
+	return nil
+}
+
+// enter opens an object or array at s.i.
+func (s *scanner) enter() error {
+	s.depth++
+	if s.depth > maxDepth {
+		return errDepth
+	}
+	s.i++
+	s.ws()
+	return nil
+}
+
+// object scans an object at s.i. The value of each member whose key
+// matches one of names is decoded by v; the others are skipped.
+func (s *scanner) object(names []string, v fieldDecoder) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
 	if s.peek() == '}' {
 		s.i++
+		s.depth--
 		return nil
 	}
 	for {
@@ -69,12 +110,13 @@ func (s *scanner) object(keys []string, out [][]byte) error {
 		}
 		s.i++
 		s.ws()
-		vStart := s.i
-		if err := s.value(); err != nil {
-			return err
+		if f := fieldIndex(key, escaped, names); f >= 0 {
+			err = v.decodeField(s, f)
+		} else {
+			err = s.value()
 		}
-		if keys != nil {
-			s.record(key, escaped, s.b[vStart:s.i], keys, out)
+		if err != nil {
+			return err
 		}
 		s.ws()
 		switch s.peek() {
@@ -82,6 +124,7 @@ func (s *scanner) object(keys []string, out [][]byte) error {
 			s.i++
 		case '}':
 			s.i++
+			s.depth--
 			return nil
 		default:
 			return errSyntax
@@ -89,21 +132,62 @@ func (s *scanner) object(keys []string, out [][]byte) error {
 	}
 }
 
-func (s *scanner) record(key []byte, escaped bool, val []byte, keys []string, out [][]byte) {
-	k := string(key)
+// fieldIndex is the index of the name key (raw, between its quotes)
+// matches as encoding/json matches a struct field: exactly, or else
+// case-insensitively; -1 when none does.
+func fieldIndex(key []byte, escaped bool, names []string) int {
+	if len(names) == 0 {
+		return -1
+	}
 	if escaped {
 		var u string
-		if err := json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &u); err != nil {
-			return
+		if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &u) != nil {
+			return -1 // not reached: the scanner validated the key
 		}
-		k = u
+		key = []byte(u)
 	}
-	for i, want := range keys {
-		// encoding/json matches field names without regard to case.
-		if k == want || strings.EqualFold(k, want) {
-			out[i] = val
+	for i, name := range names {
+		if string(key) == name {
+			return i
 		}
 	}
+	ascii := true
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	for i, name := range names {
+		if ascii {
+			if len(key) == len(name) && asciiEqualFold(key, name) {
+				return i
+			}
+		} else if bytes.EqualFold(key, []byte(name)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// asciiEqualFold compares ASCII b and s, of the same length, ignoring case.
+func asciiEqualFold(b []byte, s string) bool {
+	for i := range len(b) {
+		c, d := b[i], s[i]
+		if c == d {
+			continue
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *scanner) value() error {
@@ -128,10 +212,12 @@ func (s *scanner) value() error {
 }
 
 func (s *scanner) array() error {
-	s.i++ // [
-	s.ws()
+	if err := s.enter(); err != nil {
+		return err
+	}
 	if s.peek() == ']' {
 		s.i++
+		s.depth--
 		return nil
 	}
 	for {
@@ -145,6 +231,7 @@ func (s *scanner) array() error {
 			s.i++
 		case ']':
 			s.i++
+			s.depth--
 			return nil
 		default:
 			return errSyntax
@@ -281,49 +368,202 @@ func (s *scanner) peek() byte {
 // parseEnvelope reads action, tenant and repository of a delivery in one
 // validating pass over the payload (the ingest path).
 func parseEnvelope(body []byte) (Meta, error) {
-	vals, err := topLevel(body, "action", "installation", "repository")
-	if err != nil {
+	var e envelope
+	if err := decode(body, envelopeFields, &e); err != nil {
 		return Meta{}, err
 	}
-	var m Meta
-	if v := vals[0]; v != nil && !isNull(v) {
-		if err := json.Unmarshal(v, &m.Action); err != nil {
-			return Meta{}, fmt.Errorf("%w: action: %v", ErrMalformed, err)
-		}
-	}
-	if v := vals[1]; v != nil && !isNull(v) {
-		if v[0] != '{' {
-			return Meta{}, fmt.Errorf("%w: installation is not an object", ErrMalformed)
-		}
-		inner, err := topLevel(v, "id")
-		if err != nil {
-			return Meta{}, err
-		}
-		if id := inner[0]; id != nil && !isNull(id) {
-			n, err := strconv.ParseInt(string(id), 10, 64)
-			if err != nil {
-				return Meta{}, fmt.Errorf("%w: installation.id is not an integer", ErrMalformed)
-			}
-			if n != 0 {
-				m.Tenant = strconv.FormatInt(n, 10)
-			}
-		}
-	}
-	if v := vals[2]; v != nil && !isNull(v) {
-		if v[0] != '{' {
-			return Meta{}, fmt.Errorf("%w: repository is not an object", ErrMalformed)
-		}
-		inner, err := topLevel(v, "full_name")
-		if err != nil {
-			return Meta{}, err
-		}
-		if fn := inner[0]; fn != nil && !isNull(fn) {
-			if err := json.Unmarshal(fn, &m.Repo); err != nil {
-				return Meta{}, fmt.Errorf("%w: repository.full_name: %v", ErrMalformed, err)
-			}
-		}
-	}
-	return m, nil
+	return e.meta(), nil
 }
 
-func isNull(v []byte) bool { return len(v) == 4 && string(v) == "null" }
+// The field decoders below decode the value at s.i into a Go value as
+// encoding/json would, and scan past it. field names the field in errors.
+
+// stringField decodes a string; null leaves *dst as it is. With a nil dst
+// the value is only checked.
+func (s *scanner) stringField(dst *string, field string) error {
+	switch s.peek() {
+	case '"':
+		start := s.i
+		escaped, err := s.str()
+		if err != nil || dst == nil {
+			return err
+		}
+		if raw := s.b[start+1 : s.i-1]; !escaped && utf8.Valid(raw) {
+			*dst = string(raw)
+			return nil
+		}
+		// Escapes, or bytes that are not UTF-8 (each becomes U+FFFD):
+		// encoding/json's own unquoting.
+		return json.Unmarshal(s.b[start:s.i], dst)
+	case 'n':
+		return s.literal("null")
+	}
+	return s.wrongType(field, "a string")
+}
+
+// intField decodes an integer that fits in bits; a fraction or an exponent
+// (5.0, 1e2) is an error, as in encoding/json. null leaves *dst as it is.
+func (s *scanner) intField(dst *int64, bits int, field string) error {
+	switch c := s.peek(); {
+	case c == '-' || isDigit(c):
+		start := s.i
+		if err := s.number(); err != nil {
+			return err
+		}
+		n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, bits)
+		if err != nil {
+			return fmt.Errorf("%s: %s is not an integer of %d bits", field, s.b[start:s.i], bits)
+		}
+		*dst = n
+		return nil
+	case c == 'n':
+		return s.literal("null")
+	}
+	return s.wrongType(field, "a number")
+}
+
+// goIntField is intField for an int.
+func (s *scanner) goIntField(dst *int, field string) error {
+	n := int64(*dst)
+	if err := s.intField(&n, strconv.IntSize, field); err != nil {
+		return err
+	}
+	*dst = int(n)
+	return nil
+}
+
+// boolField decodes true or false; null leaves *dst as it is.
+func (s *scanner) boolField(dst *bool, field string) error {
+	switch s.peek() {
+	case 't':
+		*dst = true
+		return s.literal("true")
+	case 'f':
+		*dst = false
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	return s.wrongType(field, "a boolean")
+}
+
+// presentField scans any value and sets *dst to whether it is not null:
+// a *json.RawMessage field's being non-nil.
+func (s *scanner) presentField(dst *bool) error {
+	notNull := s.peek() != 'n'
+	if err := s.value(); err != nil {
+		return err
+	}
+	*dst = notNull
+	return nil
+}
+
+// structField decodes an object into a struct (merged into what v already
+// holds); null leaves it as it is.
+func (s *scanner) structField(names []string, v fieldDecoder, field string) error {
+	switch s.peek() {
+	case '{':
+		return s.object(names, v)
+	case 'n':
+		return s.literal("null")
+	}
+	return s.wrongType(field, "an object")
+}
+
+// pointerField decodes an object into a pointer to a struct: into *p
+// when it is already set (merged, as encoding/json does with a repeated
+// key), else into a new one. null sets *p to nil.
+func pointerField[T any, P interface {
+	*T
+	fieldDecoder
+}](s *scanner, p **T, names []string, field string) error {
+	switch s.peek() {
+	case '{':
+		if *p == nil {
+			*p = new(T)
+		}
+		return s.object(names, P(*p))
+	case 'n':
+		*p = nil
+		return s.literal("null")
+	}
+	return s.wrongType(field, "an object")
+}
+
+// sliceField decodes an array of objects into a slice of structs as
+// encoding/json does: element n is decoded into (merged with) the slice's
+// element n when there is one (a repeated key), the slice is truncated to
+// the array's length, and it grows one element at a time, so that it
+// reuses its backing array exactly as reflect.Value.Grow does. A null
+// element leaves its element as it is; a null array sets *sl to nil.
+func sliceField[T any, P interface {
+	*T
+	fieldDecoder
+}](s *scanner, sl *[]T, names []string, field string) error {
+	switch s.peek() {
+	case '[':
+	case 'n':
+		*sl = nil
+		return s.literal("null")
+	default:
+		return s.wrongType(field, "an array")
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	v, n := *sl, 0
+	for s.peek() != ']' {
+		s.ws()
+		switch {
+		case n < len(v):
+		case n < cap(v):
+			v = v[:n+1]
+		default:
+			var zero T
+			v = append(v, zero)
+		}
+		if err := s.structField(names, P(&v[n]), field); err != nil {
+			return err
+		}
+		n++
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+			if s.peek() == ']' {
+				return errSyntax
+			}
+		case ']':
+		default:
+			return errSyntax
+		}
+	}
+	s.i++
+	s.depth--
+	if n == 0 {
+		v = v[:0:0]
+	}
+	*sl = v[:n]
+	return nil
+}
+
+// wrongType is the error for a value that cannot decode into field.
+func (s *scanner) wrongType(field, want string) error {
+	var got string
+	switch c := s.peek(); {
+	case c == '{':
+		got = "an object"
+	case c == '[':
+		got = "an array"
+	case c == '"':
+		got = "a string"
+	case c == 't' || c == 'f':
+		got = "a boolean"
+	case c == '-' || isDigit(c):
+		got = "a number"
+	default:
+		return errSyntax
+	}
+	return fmt.Errorf("%s is %s, not %s", field, got, want)
+}

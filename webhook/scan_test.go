@@ -8,13 +8,14 @@ import (
 	"testing"
 )
 
-// parseEnvelope must agree with encoding/json: the same inputs are
+// parseEnvelope must agree with encoding/json (the reference decoding in
+// translate_ref_test.go): the same inputs are
 // malformed, and valid ones give the same three fields.
-func checkEnvelope(t *testing.T, body []byte) {
+func checkEnvelope(t testing.TB, body []byte) {
 	t.Helper()
 	got, err := parseEnvelope(body)
-	var e envelope
-	want := decode(body, &e)
+	var e refEnvelope
+	want := refDecode(body, &e)
 	if want == nil && !json.Valid(body) {
 		want = errSyntax
 	}
@@ -44,7 +45,10 @@ func TestParseEnvelopeAgreesWithEncodingJSON(t *testing.T) {
 		`{"action":"x"`, `{"action":"x"}}`, `{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":tru}`, `{"a":"\x"}`, "{\"a\":\"\x01\"}",
 		`[]`, `"str"`, ``, `{"a":[1,]}`, `{"a":1,}`, `{,}`, `{"a" 1}`, `{"action":1}`, `{"installation":{"id":"7"}}`,
 		`{"installation":[]}`, `{"repository":{"full_name":5}}`, `{"installation":{"id":1.5}}`, `{"a":"\ud800"}`,
-		`{"action":"first","action":"second"}`,
+		`{"action":"first","action":"second"}`, `{"action":"first","action":null}`,
+		`{"installation":{"id":5},"installation":{}}`, `{"installation":{"id":5},"installation":null,"installation":{}}`,
+		`{"Action":"a","ACTION":"b"}`, `{"in\u017ftallation":{"id":3}}`, "{\"in\u017ftallation\":{\"id\":3}}",
+		"{\"repository\":{\"full_name\":\"a\xffb\xed\xa0\x80\"}}",
 	} {
 		checkEnvelope(t, []byte(s))
 	}
@@ -82,9 +86,16 @@ func BenchmarkParseEnvelope24KB(b *testing.B) {
 			}
 		}
 	})
-	b.Run("encoding-json", func(b *testing.B) {
+	b.Run("Parse", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := Parse("pull_request", body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := refParse("pull_request", body); err != nil {
 				b.Fatal(err)
 			}
 		}

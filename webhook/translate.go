@@ -79,7 +79,7 @@ func Translate(d leasedo.Delivery, opt Options) (Translation, error) {
 		return translateInstallation(d)
 	}
 	// Anything else (ping included) is still a JSON object we stored.
-	if err := decode(d.Body, &envelope{}); err != nil {
+	if err := decode(d.Body, envelopeFields, &envelope{}); err != nil {
 		return Translation{}, err
 	}
 	return Translation{Ignored: fmt.Sprintf("event type %s is not acted on", quoted(d.Event))}, nil
@@ -107,7 +107,7 @@ func needRepo(d leasedo.Delivery) error {
 
 func translatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) {
 	var p prPayload
-	if err := decode(d.Body, &p); err != nil {
+	if err := decode(d.Body, prFields, &p); err != nil {
 		return Translation{}, err
 	}
 	pr := p.PullRequest
@@ -143,7 +143,7 @@ func translatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) 
 	case "synchronize":
 		return one("new head")
 	case "edited":
-		if p.Changes == nil || p.Changes.Base == nil {
+		if p.Changes == nil || !p.Changes.Base {
 			t.Ignored = "edited without a base change"
 			return t, nil
 		}
@@ -205,7 +205,7 @@ func hasLabel(labels []string, name string) bool {
 
 func translateReview(d leasedo.Delivery) (Translation, error) {
 	var p prPayload
-	if err := decode(d.Body, &p); err != nil {
+	if err := decode(d.Body, prFields, &p); err != nil {
 		return Translation{}, err
 	}
 	if p.Action != "submitted" {
@@ -231,13 +231,13 @@ func translateCheck(d leasedo.Delivery) (Translation, error) {
 	)
 	if d.Event == "check_suite" {
 		var p checkSuitePayload
-		if err := decode(d.Body, &p); err != nil {
+		if err := decode(d.Body, checkSuiteFields, &p); err != nil {
 			return Translation{}, err
 		}
 		action, c = p.Action, p.CheckSuite
 	} else {
 		var p checkRunPayload
-		if err := decode(d.Body, &p); err != nil {
+		if err := decode(d.Body, checkRunFields, &p); err != nil {
 			return Translation{}, err
 		}
 		action, c = p.Action, p.CheckRun
@@ -259,7 +259,7 @@ func translateCheck(d leasedo.Delivery) (Translation, error) {
 // (pending, success, failure, error), which reads well in the events log.
 func translateStatus(d leasedo.Delivery) (Translation, error) {
 	var p statusPayload
-	if err := decode(d.Body, &p); err != nil {
+	if err := decode(d.Body, statusFields, &p); err != nil {
 		return Translation{}, err
 	}
 	if p.Sha == "" {
@@ -273,7 +273,7 @@ func translateStatus(d leasedo.Delivery) (Translation, error) {
 
 func translatePush(d leasedo.Delivery) (Translation, error) {
 	var p pushPayload
-	if err := decode(d.Body, &p); err != nil {
+	if err := decode(d.Body, pushFields, &p); err != nil {
 		return Translation{}, err
 	}
 	branch, ok := strings.CutPrefix(p.Ref, "refs/heads/")
@@ -291,7 +291,7 @@ func translatePush(d leasedo.Delivery) (Translation, error) {
 
 func translateInstallation(d leasedo.Delivery) (Translation, error) {
 	var p installationPayload
-	if err := decode(d.Body, &p); err != nil {
+	if err := decode(d.Body, installationPayloadFields, &p); err != nil {
 		return Translation{}, err
 	}
 	tenant := d.Tenant
