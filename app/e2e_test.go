@@ -62,7 +62,7 @@ func TestPushAfterGreenIsRegatedNeverMergedUntested(t *testing.T) {
 	// itself answers 409 to the sha guard.
 	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultDelay(300*time.Millisecond))
 	h.pass(shaA)
-	h.eventually("the merge request in flight", func() bool { return h.gh.InFlight() > 0 })
+	h.eventually("the merge request in flight", func() bool { return h.gh.FaultsLeft(fakegithub.RouteMerge) == 0 })
 	h.gh.SetHead(testRepo, 3, shaB)
 	h.eventually("a re-gate at the new head after the 409", func() bool {
 		q := h.queue()

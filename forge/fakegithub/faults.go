@@ -86,6 +86,21 @@ func (s *Server) Fail(route string, times int, f Fault) {
 	s.faults = append(s.faults, &faultRule{route: route, times: times, fault: f})
 }
 
+// FaultsLeft counts the faults still waiting for a request on route (a
+// rule of times < 0 counts as one): 0 once a request took the last one,
+// so a test knows that request is under way, its delay running.
+func (s *Server) FaultsLeft(route string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, fr := range s.faults {
+		if fr.route == route {
+			n += max(fr.times, 1)
+		}
+	}
+	return n
+}
+
 // ClearFaults removes every pending fault.
 func (s *Server) ClearFaults() {
 	s.mu.Lock()
