@@ -52,6 +52,9 @@ type Config struct {
 	Timeout time.Duration
 	// CacheEntries bounds the conditional-request cache (default 10000).
 	CacheEntries int
+	// CacheBytes bounds the conditional-request cache's memory (default
+	// 32 MiB; see cache.go).
+	CacheBytes int64
 	// UserAgent is sent with every request (default "mergegate").
 	UserAgent string
 }
@@ -111,7 +114,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:   cfg,
 		base:  base,
 		key:   key,
-		cache: newETagCache(cfg.CacheEntries),
+		cache: newETagCache(cfg.CacheEntries, cfg.CacheBytes),
 		insts: map[int64]*installation{},
 	}, nil
 }

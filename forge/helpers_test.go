@@ -45,6 +45,9 @@ type env struct {
 type envOpts struct {
 	prefix  string
 	timeout time.Duration
+	// The conditional-request cache's bounds (0: the defaults).
+	cacheEntries int
+	cacheBytes   int64
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -53,11 +56,13 @@ func newEnv(t *testing.T, o envOpts) *env {
 	gh := fakegithub.NewWithOptions(t, fakegithub.Options{PathPrefix: o.prefix, Clock: clk.Now})
 	gh.AddRepo(tenant, repo, "main")
 	c, err := forge.New(forge.Config{
-		BaseURL:    gh.URL(),
-		AppID:      gh.AppID(),
-		PrivateKey: gh.PrivateKeyPEM(),
-		Clock:      clk.Now,
-		Timeout:    o.timeout,
+		BaseURL:      gh.URL(),
+		AppID:        gh.AppID(),
+		PrivateKey:   gh.PrivateKeyPEM(),
+		Clock:        clk.Now,
+		Timeout:      o.timeout,
+		CacheEntries: o.cacheEntries,
+		CacheBytes:   o.cacheBytes,
 	})
 	if err != nil {
 		t.Fatalf("forge.New: %v", err)
