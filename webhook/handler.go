@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -27,7 +28,8 @@ const (
 
 // Inbox stores deliveries durably. Enqueue returns only after the delivery is
 // committed; duplicate is true when a delivery with the same id is already
-// stored (a redelivery), in which case nothing is written.
+// stored (a redelivery), in which case nothing is written. d.Body is only
+// valid during the call: the handler reuses its buffer.
 type Inbox interface {
 	Enqueue(ctx context.Context, d leasedo.Delivery) (duplicate bool, err error)
 }
@@ -41,6 +43,7 @@ type HandlerConfig struct {
 	// OnStored, when set, is called after a new delivery is committed (not
 	// for a duplicate), before the 202 is written: wake workers, record it.
 	// It must not block for long: GitHub waits at most 10 s for an answer.
+	// d.Body is only valid during the call (its buffer is reused).
 	OnStored func(d leasedo.Delivery)
 	// MaxBody caps the request body; 0 = MaxBody (25 MiB).
 	MaxBody int64
@@ -77,7 +80,14 @@ type outcome struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o := h.handle(w, r)
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodyBufs.Put(buf)
+		}
+	}()
+	o := h.handle(w, r, buf)
 	h.log(o)
 	w.Header().Set("Content-Type", "application/json")
 	if o.status == http.StatusMethodNotAllowed {
@@ -98,8 +108,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(answer)
 }
 
-// handle runs the checks in SPEC order and stores the delivery.
-func (h *handler) handle(w http.ResponseWriter, r *http.Request) outcome {
+// bodyBufs recycles request bodies: a delivery is 20-30 KB, and at 1,000
+// deliveries/s a fresh buffer each made the garbage collector run several
+// times a second (p99 ack latency 15-20 ms; 6-8 ms without collections).
+// The body is not kept past the handler: the inbox stores its own
+// (compressed) copy before Enqueue returns.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody keeps a rare huge body's buffer out of the pool.
+const maxPooledBody = 1 << 20
+
+// handle runs the checks in SPEC order and stores the delivery; buf holds
+// the body, which must not be kept after it returns.
+func (h *handler) handle(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) outcome {
 	o := outcome{d: leasedo.Delivery{
 		ID:    r.Header.Get(DeliveryHeader),
 		Event: r.Header.Get(EventHeader),
@@ -116,7 +137,7 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request) outcome {
 	if !ok {
 		return fail(http.StatusUnsupportedMediaType, "content type must be application/json or application/x-www-form-urlencoded")
 	}
-	raw, status, msg := h.readBody(w, r)
+	raw, status, msg := h.readBody(w, r, buf)
 	if status != 0 {
 		return fail(status, msg)
 	}
@@ -184,7 +205,7 @@ func contentKind(header string) (form, ok bool) {
 
 // readBody reads at most MaxBody bytes (http.MaxBytesReader reads one more to
 // tell). A non-zero status is the answer when it could not.
-func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, int, string) {
 	tooLarge := "body is larger than GitHub's 25 MiB payload cap"
 	if h.cfg.MaxBody != MaxBody {
 		tooLarge = "body is larger than the configured limit"
@@ -193,7 +214,6 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 		return nil, http.StatusRequestEntityTooLarge, tooLarge
 	}
 	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
-	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}

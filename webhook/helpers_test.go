@@ -111,6 +111,7 @@ func newTestHandler(t testing.TB, mutate ...func(*HandlerConfig)) *testHandler {
 		OnStored: func(d leasedo.Delivery) {
 			th.mu.Lock()
 			defer th.mu.Unlock()
+			d.Body = bytes.Clone(d.Body) // valid only during the call
 			th.stored = append(th.stored, d)
 		},
 	}
