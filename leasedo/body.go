@@ -68,3 +68,35 @@ func decodeBody(encoding string, stored []byte) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("stored body: unknown encoding %q", encoding)
 }
+
+// decodeBufs recycles the buffers bodies are read back into (Drain).
+var decodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// decodeBodyPooled is decodeBody into a reused buffer: body is valid
+// until release is called.
+func decodeBodyPooled(encoding string, stored []byte) (body []byte, release func(), err error) {
+	nothing := func() {}
+	if encoding != bodyS2 {
+		body, err = decodeBody(encoding, stored)
+		return body, nothing, err
+	}
+	n, err := s2.DecodedLen(stored)
+	if err != nil {
+		return nil, nothing, fmt.Errorf("stored body: %w", err)
+	}
+	buf := decodeBufs.Get().(*[]byte)
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	release = func() {
+		if cap(*buf) <= maxPooledBuf {
+			decodeBufs.Put(buf)
+		}
+	}
+	body, err = s2.Decode((*buf)[:n], stored)
+	if err != nil {
+		release()
+		return nil, nothing, fmt.Errorf("stored body: %w", err)
+	}
+	return body, release, nil
+}

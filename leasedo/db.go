@@ -382,7 +382,7 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 	if db.stmts.pending() {
 		db.stmts.warm(ctx, db.w) // the writer is free: no transaction is open
 	}
-	sqlTx, err := db.w.BeginTx(ctx, nil)
+	sqlTx, err := db.w.BeginTx(context.WithoutCancel(ctx), nil) // see wtx
 	if err != nil {
 		return fmt.Errorf("begin write: %w", err)
 	}

@@ -13,12 +13,13 @@ import (
 
 // Prepare turns one pending delivery into what applies it. An error means
 // the delivery itself is at fault (malformed): retrying cannot help, so it
-// is marked failed at once and kept for the operator.
+// is marked failed at once and kept for the operator. d.Body is only valid
+// during the call (its buffer is reused): what it returns must not alias it.
 type Prepare func(Delivery) (Batch, error)
 
 // Drained is what became of one delivery in a Drain.
 type Drained struct {
-	Delivery Delivery
+	Delivery Delivery // without its body
 	Results  []Result // its queue actions, when applied
 	// Err is why it was not applied. Failed: it was marked failed (kept,
 	// with Err, for the operator); otherwise it stays pending and is tried
@@ -90,11 +91,18 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 				out.RetryAt, out.More = d.NextTryAt, false
 				break
 			}
+			// The body is decoded into a reused buffer for prepare alone:
+			// decoding into fresh memory was a third of all the server's
+			// allocations at 1,000 deliveries/s.
+			body, release, berr := decodeBodyPooled(pd.enc, pd.stored)
 			prep := prepare
-			if pd.bodyErr != nil { // unreadable: as malformed as can be
-				prep = func(Delivery) (Batch, error) { return Batch{}, pd.bodyErr }
+			if berr != nil { // unreadable: as malformed as can be
+				prep = func(Delivery) (Batch, error) { return Batch{}, berr }
 			}
+			d.Body = body
 			r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prep, policy)
+			release()
+			r.Delivery.Body = nil
 			if err != nil {
 				return err
 			}
@@ -140,11 +148,11 @@ func (s *Store) takeAndGiveBack(ctx context.Context, tx *wtx, k Key, now time.Ti
 	return nil, nil
 }
 
-// pendingDelivery is a pending delivery as read, and whether its stored
-// body could be read back.
+// pendingDelivery is a pending delivery as read, its body as stored.
 type pendingDelivery struct {
 	Delivery
-	bodyErr error
+	enc    string
+	stored []byte
 }
 
 // pendingIn reads k's first pending deliveries, with their bodies, on the
@@ -164,12 +172,10 @@ func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]pendingDeliver
 		p := pendingDelivery{Delivery: Delivery{Tenant: k.Tenant, Repo: k.Repo, State: DeliveryPending}}
 		d := &p.Delivery
 		var recv, next int64
-		var enc string
-		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &d.Body, &enc, &recv, &d.Attempts, &next); err != nil {
+		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &p.stored, &p.enc, &recv, &d.Attempts, &next); err != nil {
 			return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 		}
 		d.ReceivedAt, d.NextTryAt = time.UnixMilli(recv), time.UnixMilli(next)
-		d.Body, p.bodyErr = decodeBody(enc, d.Body)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
