@@ -3,6 +3,7 @@ package leasedo
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -101,5 +102,50 @@ func BenchmarkInboxEnqueueParallel(b *testing.B) {
 				b.Fatalf("%d deliveries stored, %d enqueued", got, n.Load())
 			}
 		})
+	}
+}
+
+// BenchmarkDrain: the engine's path for stored deliveries. Each iteration
+// stores one join-or-leave delivery per repository (not timed) and drains
+// every repository once (timed): one transaction per repository that
+// takes and gives back the lease, reads the body, applies and marks the
+// delivery done. ops/s counts deliveries applied.
+func BenchmarkDrain(b *testing.B) {
+	for _, repos := range []int{1, 100} {
+		for _, mode := range syncModes {
+			b.Run(fmt.Sprintf("repos=%d/sync=%s", repos, mode), func(b *testing.B) {
+				s, _ := openTB(b, Options{Sync: mode})
+				in := s.NewInbox(0)
+				defer in.Close()
+				ctx := context.Background()
+				keys := make([]Key, repos)
+				for i := range keys {
+					keys[i] = Key{Tenant: "42", Repo: fmt.Sprintf("octo/repo-%03d", i)}
+				}
+				n := 0
+				for b.Loop() {
+					b.StopTimer()
+					for _, k := range keys {
+						ev := Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "labeled", PRNumber: 7, Details: &Details{Sha: "abc123"}}
+						if n%2 == 1 {
+							ev.Action, ev.Details = "unlabeled", nil
+						}
+						body, _ := json.Marshal(ev)
+						if _, err := in.Enqueue(ctx, Delivery{ID: fmt.Sprintf("d-%d-%s", n, k.Repo), Event: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Body: body, ReceivedAt: t0}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					n++
+					b.StartTimer()
+					for _, k := range keys {
+						res, err := s.Drain(ctx, k, "worker", 16, decodeEvent, DrainPolicy{})
+						if err != nil || len(res.Done) != 1 || res.Done[0].Err != nil {
+							b.Fatalf("drain %s: %+v %v", k, res, err)
+						}
+					}
+				}
+				b.ReportMetric(float64(b.N*repos)/b.Elapsed().Seconds(), "ops/s")
+			})
+		}
 	}
 }
