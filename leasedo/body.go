@@ -60,6 +60,9 @@ func decodeBody(encoding string, stored []byte) ([]byte, error) {
 	case bodyRaw:
 		return stored, nil
 	case bodyS2:
+		if _, err := decodedLen(stored); err != nil {
+			return nil, err
+		}
 		b, err := s2.Decode(nil, stored)
 		if err != nil {
 			return nil, fmt.Errorf("stored body: %w", err)
@@ -80,9 +83,9 @@ func decodeBodyPooled(encoding string, stored []byte) (body []byte, release func
 		body, err = decodeBody(encoding, stored)
 		return body, nothing, err
 	}
-	n, err := s2.DecodedLen(stored)
+	n, err := decodedLen(stored)
 	if err != nil {
-		return nil, nothing, fmt.Errorf("stored body: %w", err)
+		return nil, nothing, err
 	}
 	buf := decodeBufs.Get().(*[]byte)
 	if cap(*buf) < n {
@@ -99,4 +102,20 @@ func decodeBodyPooled(encoding string, stored []byte) (body []byte, release func
 		return nil, nothing, fmt.Errorf("stored body: %w", err)
 	}
 	return body, release, nil
+}
+
+// maxStoredBody bounds what a stored block may claim to decode to: GitHub
+// caps payloads at 25 MiB, and a damaged header must not make us allocate
+// gigabytes.
+const maxStoredBody = 32 << 20
+
+func decodedLen(stored []byte) (int, error) {
+	n, err := s2.DecodedLen(stored)
+	if err != nil {
+		return 0, fmt.Errorf("stored body: %w", err)
+	}
+	if n > maxStoredBody {
+		return 0, fmt.Errorf("stored body: claims %d bytes, more than a payload can be", n)
+	}
+	return n, nil
 }
