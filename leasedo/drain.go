@@ -68,6 +68,8 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 	}
 	var out Drain
 	var locked *LockedError // answered after the commit (of a clamped ts)
+	s.db.heavy.Lock()       // never beside a checkpoint pass (DB.heavy)
+	defer s.db.heavy.Unlock()
 	err := s.db.write(ctx, func(tx *wtx) error {
 		out = Drain{}
 		now := s.now()
