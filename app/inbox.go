@@ -24,7 +24,7 @@ const applyBatch = 16
 // returns when a retry is due (the lease held by someone else, a delivery
 // in backoff), 0 when the inbox is empty.
 func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
-	policy := leasedo.DrainPolicy{MaxAttempts: e.cfg.MaxAttempts, Backoff: deliveryBackoff}
+	policy := leasedo.DrainPolicy{MaxAttempts: e.cfg.MaxAttempts} // backoff 1 s, 2 s, 4 s, ...
 	for ctx.Err() == nil {
 		preps := map[int64]prepared{}
 		res, err := e.store.Drain(ctx, k, "worker", applyBatch, func(d leasedo.Delivery) (leasedo.Batch, error) {
@@ -66,11 +66,6 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 		}
 	}
 	return 0
-}
-
-// deliveryBackoff is the wait after a delivery's n-th failed attempt.
-func deliveryBackoff(n int) time.Duration {
-	return time.Duration(1<<min(n-1, 8)) * time.Second
 }
 
 // prepared is a delivery translated and ready to apply.

@@ -125,24 +125,12 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 	return out, nil
 }
 
-// takeAndGiveBack is Acquire followed by Release inside tx: a lease younger
-// than the TTL answers LockedError (one from the future restamped to now,
-// as Acquire does); a stale one is deleted.
+// takeAndGiveBack is Acquire followed by Release inside tx: a held lease
+// answers LockedError (leaseHeld); a stale one is deleted.
 func (s *Store) takeAndGiveBack(ctx context.Context, tx *wtx, k Key, now time.Time) (*LockedError, error) {
-	cur, err := getLease(ctx, tx, k)
-	if err != nil || cur == nil {
-		return nil, err
-	}
-	age := time.Duration(now.UnixMilli()-cur.ts) * time.Millisecond
-	if age < 0 { // see Acquire
-		if _, err := tx.ExecContext(ctx, `UPDATE leases SET ts = ? WHERE tenant = ? AND repo = ? AND token = ?`,
-			now.UnixMilli(), k.Tenant, k.Repo, cur.token); err != nil {
-			return nil, fmt.Errorf("%s: lease from the future: %w", k, err)
-		}
-		age = 0
-	}
-	if age < s.ttl {
-		return &LockedError{Key: k, HeldBy: cur.heldBy, ExpiresIn: s.ttl - age}, nil
+	cur, locked, err := s.leaseHeld(ctx, tx, k, now)
+	if err != nil || locked != nil || cur == nil {
+		return locked, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ? AND token = ?`, k.Tenant, k.Repo, cur.token); err != nil {
 		return nil, fmt.Errorf("%s: remove stale lease: %w", k, err)

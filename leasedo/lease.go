@@ -83,27 +83,9 @@ func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	l := &Lease{Key: k, By: by, Token: newToken(), Acquired: now}
 	var locked *LockedError // answered after the commit (of a clamped ts)
 	err := s.db.write(ctx, func(tx *wtx) error {
-		cur, err := getLease(ctx, tx, k)
-		if err != nil {
+		var err error
+		if _, locked, err = s.leaseHeld(ctx, tx, k, now); err != nil || locked != nil {
 			return err
-		}
-		if cur != nil {
-			age := time.Duration(now.UnixMilli()-cur.ts) * time.Millisecond
-			if age < 0 {
-				// Written in the future: the clock went back since. Its
-				// age counts from now, so that it expires one TTL after
-				// the jump instead of staying locked for the jump's length
-				// (its holder's next write renews it anyway).
-				if _, err := tx.ExecContext(ctx, `UPDATE leases SET ts = ? WHERE tenant = ? AND repo = ? AND token = ?`,
-					now.UnixMilli(), k.Tenant, k.Repo, cur.token); err != nil {
-					return fmt.Errorf("%s: lease from the future: %w", k, err)
-				}
-				age = 0
-			}
-			if age < s.ttl {
-				locked = &LockedError{Key: k, HeldBy: cur.heldBy, ExpiresIn: s.ttl - age}
-				return nil
-			}
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO leases (tenant, repo, ts, held_by, token) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (tenant, repo) DO UPDATE SET ts = excluded.ts, held_by = excluded.held_by, token = excluded.token`,
@@ -120,6 +102,32 @@ func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 		return nil, locked
 	}
 	return l, nil
+}
+
+// leaseHeld reads k's lease inside tx and says whether someone holds it:
+// a lease younger than the TTL answers LockedError. One written in the
+// future (the clock went back since) has its age count from now, so that
+// it expires one TTL after the jump instead of staying locked for the
+// jump's length; its timestamp is rewritten to now (its holder's next
+// write renews it anyway). cur is the stale lease, if any, when it is not
+// held.
+func (s *Store) leaseHeld(ctx context.Context, tx *wtx, k Key, now time.Time) (cur *leaseRow, locked *LockedError, err error) {
+	cur, err = getLease(ctx, tx, k)
+	if err != nil || cur == nil {
+		return nil, nil, err
+	}
+	age := time.Duration(now.UnixMilli()-cur.ts) * time.Millisecond
+	if age < 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE leases SET ts = ? WHERE tenant = ? AND repo = ? AND token = ?`,
+			now.UnixMilli(), k.Tenant, k.Repo, cur.token); err != nil {
+			return nil, nil, fmt.Errorf("%s: lease from the future: %w", k, err)
+		}
+		age = 0
+	}
+	if age < s.ttl {
+		return cur, &LockedError{Key: k, HeldBy: cur.heldBy, ExpiresIn: s.ttl - age}, nil
+	}
+	return cur, nil, nil
 }
 
 // Release releases l if it is still held under l's token; it never deletes a
