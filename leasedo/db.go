@@ -54,6 +54,14 @@ type writeGate struct {
 	first, rest []chan struct{}
 }
 
+// firstWaiting reports whether a "first" request (a webhook's commit)
+// waits for the writer.
+func (g *writeGate) firstWaiting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.first) > 0
+}
+
 func (g *writeGate) acquire(ctx context.Context, first bool) error {
 	g.mu.Lock()
 	if !g.held {

@@ -57,72 +57,128 @@ type DrainPolicy struct {
 // delivery's fault: the whole call fails, nothing is recorded, and every
 // delivery stays pending as it was.
 func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare Prepare, policy DrainPolicy) (Drain, error) {
-	if limit <= 0 {
-		limit = 16
+	out, err := s.DrainMany(ctx, []DrainRequest{{Key: k, By: by, Limit: limit, Prepare: prepare}}, 0, policy)
+	if err != nil {
+		return Drain{}, err
 	}
+	if out[0].Locked != nil {
+		return Drain{}, out[0].Locked
+	}
+	return out[0].Drain, nil
+}
+
+// DrainRequest is one repository's part of a DrainMany call.
+type DrainRequest struct {
+	Key     Key
+	By      string
+	Limit   int // most deliveries of Key applied (default 16)
+	Prepare Prepare
+}
+
+// DrainOutcome is what DrainMany did for one request.
+type DrainOutcome struct {
+	Drain
+	Locked *LockedError // the lease is held by someone else: nothing applied
+}
+
+// DrainMany is Drain for several repositories in ONE transaction, each as
+// Drain describes it (its own lease, arrival order, savepoints). A
+// transaction's fixed cost (begin, commit, the pages every delivery
+// touches) is most of what applying one delivery costs, and deliveries
+// arrive spread over repositories, so the engine gathers the repositories
+// waiting to drain into one call. total caps the deliveries applied in all
+// (0: no cap beyond each Limit); requests it leaves out answer More with
+// nothing done. So do those after a webhook's commit starts waiting for
+// the writer: the call commits after the repository it is in, and the
+// acknowledgement waits for that one, not for all of them. A database
+// error fails the whole call, as for Drain.
+func (s *Store) DrainMany(ctx context.Context, reqs []DrainRequest, total int, policy DrainPolicy) ([]DrainOutcome, error) {
 	if policy.MaxAttempts <= 0 {
 		policy.MaxAttempts = 5
 	}
 	if policy.Backoff == nil {
 		policy.Backoff = func(n int) time.Duration { return time.Duration(1<<min(n-1, 8)) * time.Second }
 	}
-	var out Drain
-	var locked *LockedError // answered after the commit (of a clamped ts)
-	s.db.heavy.Lock()       // never beside a checkpoint pass (DB.heavy)
+	out := make([]DrainOutcome, len(reqs))
+	s.db.heavy.Lock() // never beside a checkpoint pass (DB.heavy)
 	defer s.db.heavy.Unlock()
 	err := s.db.write(ctx, func(tx *wtx) error {
-		out = Drain{}
+		clear(out)
 		now := s.now()
-		free, err := s.takeAndGiveBack(ctx, tx, k, now)
-		if err != nil {
-			return err
-		}
-		if free != nil {
-			locked = free
-			return nil
-		}
-		ds, err := pendingIn(ctx, tx, k, limit)
-		if err != nil {
-			return err
-		}
-		out.More = len(ds) == limit
-		l := &Lease{Key: k, By: by}
-		for _, pd := range ds {
-			d := pd.Delivery
-			if d.NextTryAt.After(now) {
-				out.RetryAt, out.More = d.NextTryAt, false
-				break
+		left := total
+		yielded := false
+		for i, r := range reqs {
+			if yielded || (i > 0 && s.db.gate.firstWaiting()) {
+				yielded = true
+				out[i].More = true
+				continue
 			}
-			// The body is decoded into a reused buffer for prepare alone:
-			// decoding into fresh memory was a third of all the server's
-			// allocations at 1,000 deliveries/s.
-			body, release, berr := decodeBodyPooled(pd.enc, pd.stored)
-			prep := prepare
-			if berr != nil { // unreadable: as malformed as can be
-				prep = func(Delivery) (Batch, error) { return Batch{}, berr }
+			limit := r.Limit
+			if limit <= 0 {
+				limit = 16
 			}
-			d.Body = body
-			r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prep, policy)
-			release()
-			r.Delivery.Body = nil
+			if total > 0 {
+				if left <= 0 {
+					out[i].More = true
+					continue
+				}
+				limit = min(limit, left)
+			}
+			locked, err := s.drainKey(ctx, tx, now, r.Key, r.By, limit, r.Prepare, policy, &out[i].Drain)
 			if err != nil {
 				return err
 			}
-			out.Done = append(out.Done, r)
-			if !retryAt.IsZero() {
-				out.RetryAt, out.More = retryAt, false
-				break
-			}
+			out[i].Locked = locked
+			left -= len(out[i].Done)
 		}
 		return nil
 	})
 	if err != nil {
-		return Drain{}, err
-	}
-	if locked != nil {
-		return Drain{}, locked
+		return nil, err
 	}
 	return out, nil
+}
+
+// drainKey is one repository's part of a Drain, inside tx: it fills out.
+func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by string, limit int, prepare Prepare, policy DrainPolicy, out *Drain) (*LockedError, error) {
+	locked, err := s.takeAndGiveBack(ctx, tx, k, now)
+	if err != nil || locked != nil {
+		return locked, err
+	}
+	ds, err := pendingIn(ctx, tx, k, limit)
+	if err != nil {
+		return nil, err
+	}
+	out.More = len(ds) == limit
+	l := &Lease{Key: k, By: by}
+	for _, pd := range ds {
+		d := pd.Delivery
+		if d.NextTryAt.After(now) {
+			out.RetryAt, out.More = d.NextTryAt, false
+			break
+		}
+		// The body is decoded into a reused buffer for prepare alone:
+		// decoding into fresh memory was a third of all the server's
+		// allocations at 1,000 deliveries/s.
+		body, release, berr := decodeBodyPooled(pd.enc, pd.stored)
+		prep := prepare
+		if berr != nil { // unreadable: as malformed as can be
+			prep = func(Delivery) (Batch, error) { return Batch{}, berr }
+		}
+		d.Body = body
+		r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prep, policy)
+		release()
+		r.Delivery.Body = nil
+		if err != nil {
+			return nil, err
+		}
+		out.Done = append(out.Done, r)
+		if !retryAt.IsZero() {
+			out.RetryAt, out.More = retryAt, false
+			break
+		}
+	}
+	return nil, nil
 }
 
 // takeAndGiveBack is Acquire followed by Release inside tx: a held lease

@@ -286,3 +286,95 @@ func TestDrainDatabaseFullCountsNoAttempt(t *testing.T) {
 		t.Fatalf("after room was made: %+v %v", res, err)
 	}
 }
+
+// DrainMany serves several repositories in one transaction, each as Drain
+// would: its own arrival order and limit, a held lease answered for that
+// repository alone, and total caps what all of them apply (those left out
+// answer More and are untouched).
+func TestDrainManyServesSeveralRepositories(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTB(t, Options{})
+	in := s.NewInbox(0)
+	defer in.Close()
+	a, b, c, d := key, Key{Tenant: "42", Repo: "octo/b"}, Key{Tenant: "42", Repo: "octo/c"}, Key{Tenant: "42", Repo: "octo/d"}
+	enqueueJoins(t, in, a, 1, 2, 3)
+	enqueueJoins(t, in, b, 4)
+	enqueueJoins(t, in, c, 5)
+	enqueueJoins(t, in, d, 6)
+	if _, err := s.Acquire(ctx, c, "cron"); err != nil {
+		t.Fatal(err)
+	}
+	commitsBefore := countRows(t, s, `SELECT count(*) FROM deliveries WHERE state = 'done'`)
+	reqs := []DrainRequest{
+		{Key: a, By: "worker", Limit: 2, Prepare: decodeEvent},
+		{Key: c, By: "worker", Limit: 16, Prepare: decodeEvent},
+		{Key: b, By: "worker", Limit: 16, Prepare: decodeEvent},
+		{Key: d, By: "worker", Limit: 16, Prepare: decodeEvent},
+	}
+	out, err := s.DrainMany(ctx, reqs, 3, DrainPolicy{})
+	if err != nil || len(out) != 4 {
+		t.Fatalf("DrainMany: %+v %v", out, err)
+	}
+	if o := out[0]; len(o.Done) != 2 || !o.More || o.Locked != nil {
+		t.Fatalf("a (limit 2 of 3): %+v", o)
+	}
+	if o := out[1]; o.Locked == nil || o.Locked.HeldBy != "cron" || len(o.Done) != 0 {
+		t.Fatalf("c (lease held): %+v", o)
+	}
+	if o := out[2]; len(o.Done) != 1 || o.Done[0].Err != nil { // More: the total was reached, so "may be"
+		t.Fatalf("b: %+v", o)
+	}
+	if o := out[3]; len(o.Done) != 0 || !o.More {
+		t.Fatalf("d (past the total of 3): %+v", o)
+	}
+	if got := queuedPRs(t, s, a) + "|" + queuedPRs(t, s, b) + "|" + queuedPRs(t, s, c) + "|" + queuedPRs(t, s, d); got != "1,2|4||" {
+		t.Fatalf("queues = %s", got)
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM deliveries WHERE state = 'done'`) - commitsBefore; n != 3 {
+		t.Fatalf("%d deliveries done, want 3", n)
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM leases`); n != 1 {
+		t.Fatalf("%d lease rows, want only the cron's", n)
+	}
+}
+
+// A webhook's commit waiting for the writer cuts a DrainMany short after
+// the repository it is in: the acknowledgement waits for one repository's
+// deliveries, not for all of them. The others answer More, untouched.
+func TestDrainManyYieldsToAWaitingCommit(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTB(t, Options{})
+	in := s.NewInbox(0)
+	defer in.Close()
+	b := Key{Tenant: "42", Repo: "octo/b"}
+	enqueueJoins(t, in, key, 1)
+	enqueueJoins(t, in, b, 2)
+
+	committed := make(chan error, 1)
+	prep := func(d Delivery) (Batch, error) {
+		// A webhook arrives while the drain holds the writer.
+		go func() {
+			committed <- s.db.writeFirst(ctx, func(tx *wtx) error { return nil })
+		}()
+		for !s.db.gate.firstWaiting() {
+			time.Sleep(time.Millisecond)
+		}
+		return decodeEvent(d)
+	}
+	out, err := s.DrainMany(ctx, []DrainRequest{
+		{Key: key, By: "worker", Prepare: prep},
+		{Key: b, By: "worker", Prepare: decodeEvent},
+	}, 0, DrainPolicy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out[0].Done) != 1 || len(out[1].Done) != 0 || !out[1].More {
+		t.Fatalf("outcomes: %+v", out)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Pending(ctx, b, 10); len(p) != 1 {
+		t.Fatalf("b's pending = %d, want 1 (left for the next call)", len(p))
+	}
+}
