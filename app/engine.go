@@ -58,14 +58,10 @@ type Engine struct {
 	reqMu    sync.Mutex
 	required map[string]cachedRequired
 
-	// drains bounds how many repositories drain their inbox at once. The
-	// database has one writer, so more would not go faster: they would
-	// queue for it, each holding up to drainBatch bodies in memory.
-	drains chan struct{}
+	// drainQ takes the workers' drain requests to the drainer, which
+	// serves those waiting in one transaction.
+	drainQ chan drainRequest
 }
-
-// maxDrains is how many repositories drain their inbox at once.
-const maxDrains = 4
 
 type worker struct {
 	key  leasedo.Key
@@ -101,7 +97,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		ctx: ctx, cancel: cancel,
 		workers:  map[leasedo.Key]*worker{},
 		required: map[string]cachedRequired{},
-		drains:   make(chan struct{}, maxDrains),
+		drainQ:   make(chan drainRequest, drainKeys),
 	}
 }
 
@@ -121,8 +117,9 @@ func (e *Engine) Start() error {
 	if len(keys) > 0 {
 		e.log.Info().Int("repos", len(keys)).Msg("resuming pending deliveries")
 	}
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.housekeeping()
+	go e.drainer()
 	return nil
 }
 
@@ -266,13 +263,7 @@ func (e *Engine) Prune(ctx context.Context) {
 // lease, a backoff, a rate limit), 0 when it is done until the next kick.
 func (e *Engine) sync(k leasedo.Key) time.Duration {
 	ctx := e.ctx
-	select {
-	case e.drains <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
 	retry := e.drain(ctx, k) // takes and gives back the lease per batch
-	<-e.drains               // advancing the queue waits on GitHub, not on the database
 	if k.Repo == "" || e.forge == nil || ctx.Err() != nil {
 		return retry // no GitHub: gates wait (said once at start)
 	}
