@@ -68,8 +68,9 @@ func (s *Store) Queue(ctx context.Context, k Key) ([]Entry, error) {
 
 // Events returns the event log of k, oldest first (at most EventCap).
 func (s *Store) Events(ctx context.Context, k Key) ([]LoggedEvent, error) {
-	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, event_type, action, pr_number, details FROM events
-		WHERE tenant = ? AND repo = ? ORDER BY id`, k.Tenant, k.Repo)
+	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, event_type, action, pr_number, details FROM
+		(SELECT id, ts, event_type, action, pr_number, details FROM events
+		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, k.Tenant, k.Repo, EventCap)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read events: %w", k, err)
 	}
@@ -93,8 +94,9 @@ func (s *Store) Events(ctx context.Context, k Key) ([]LoggedEvent, error) {
 
 // Audit returns the audit log of k, oldest first (at most AuditCap).
 func (s *Store) Audit(ctx context.Context, k Key) ([]AuditEntry, error) {
-	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, action, pr_number, pr_sha, reason FROM audit
-		WHERE tenant = ? AND repo = ? ORDER BY id`, k.Tenant, k.Repo)
+	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, action, pr_number, pr_sha, reason FROM
+		(SELECT id, ts, action, pr_number, pr_sha, reason FROM audit
+		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, k.Tenant, k.Repo, AuditCap)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read audit: %w", k, err)
 	}
