@@ -255,12 +255,21 @@ func (s *Store) ApplyDelivery(ctx context.Context, l *Lease, seq int64, b Batch)
 }
 
 func (s *Store) applyDelivery(ctx context.Context, tx *wtx, l *Lease, now, seq int64, b Batch) (results []Result, applied bool, err error) {
-	var state string
-	if err := tx.QueryRowContext(ctx, `SELECT state FROM deliveries WHERE seq = ?`, seq).Scan(&state); err != nil {
-		return nil, false, fmt.Errorf("delivery %d: %w", seq, err)
+	// Marked done first, only if still pending: that is the check that it
+	// was not applied already, in one statement where a read and a write
+	// were two. Whatever fails after it rolls the mark back with the rest.
+	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'done', processed_at = ?, attempts = attempts + 1 WHERE seq = ? AND state = 'pending'`, now, seq)
+	if err != nil {
+		return nil, false, fmt.Errorf("delivery %d: mark done: %w", seq, err)
 	}
-	if state != DeliveryPending {
-		return nil, false, nil
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err == nil { // applied before, or no such delivery (an error)
+			var state string
+			if err = tx.QueryRowContext(ctx, `SELECT state FROM deliveries WHERE seq = ?`, seq).Scan(&state); err != nil {
+				err = fmt.Errorf("delivery %d: %w", seq, err)
+			}
+		}
+		return nil, false, err
 	}
 	for _, ev := range b.Events {
 		if ev.Key() != l.Key {
@@ -304,9 +313,6 @@ func (s *Store) applyDelivery(ctx context.Context, tx *wtx, l *Lease, now, seq i
 		if err := setSuspended(ctx, tx, now, l.Key.Tenant, *b.Suspend); err != nil {
 			return nil, false, err
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'done', processed_at = ?, attempts = attempts + 1 WHERE seq = ?`, now, seq); err != nil {
-		return nil, false, fmt.Errorf("delivery %d: mark done: %w", seq, err)
 	}
 	return results, true, nil
 }
