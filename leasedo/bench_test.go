@@ -12,7 +12,7 @@ import (
 // Benchmarks run with sync=normal (the default: WAL, no fsync per commit)
 // and sync=full (every commit fsynced), and report ops/s besides ns/op:
 //
-//	go test -run XXX -bench . -benchtime 2000x ./leasedo/
+//	go test -run '^$' -bench . -benchtime 2000x ./leasedo/
 
 var syncModes = []string{"normal", "full"}
 
