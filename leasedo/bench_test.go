@@ -16,6 +16,15 @@ import (
 
 var syncModes = []string{"normal", "full"}
 
+// benchKeys is n repositories of one installation.
+func benchKeys(n int) []Key {
+	keys := make([]Key, n)
+	for i := range keys {
+		keys[i] = Key{Tenant: "42", Repo: fmt.Sprintf("octo/repo-%03d", i)}
+	}
+	return keys
+}
+
 func reportOps(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
@@ -48,10 +57,7 @@ func BenchmarkProcessEvent(b *testing.B) {
 			b.Run(fmt.Sprintf("repos=%d/sync=%s", repos, mode), func(b *testing.B) {
 				s, _ := openTB(b, Options{Sync: mode})
 				ctx := context.Background()
-				keys := make([]Key, repos)
-				for i := range keys {
-					keys[i] = Key{Tenant: "42", Repo: fmt.Sprintf("octo/repo-%03d", i)}
-				}
+				keys := benchKeys(repos)
 				i := 0
 				for b.Loop() {
 					k := keys[i%repos]
@@ -121,10 +127,7 @@ func BenchmarkDrain(b *testing.B) {
 				in := s.NewInbox(0)
 				defer in.Close()
 				ctx := context.Background()
-				keys := make([]Key, repos)
-				for i := range keys {
-					keys[i] = Key{Tenant: "42", Repo: fmt.Sprintf("octo/repo-%03d", i)}
-				}
+				keys := benchKeys(repos)
 				n := 0
 				for b.Loop() {
 					b.StopTimer()
