@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mergegate/mergegate/migrations"
@@ -26,7 +27,7 @@ type DB struct {
 	w        *sql.DB
 	r        *sql.DB
 	ckpt     *sql.DB // background WAL checkpoints, off the writer's path
-	pageSize int64   // read by the checkpointer
+	pageSize int64   // set at Open, read by the checkpointer
 	walLimit int64   // walRestartBytes; smaller in tests
 	stop     chan struct{}
 	done     chan struct{}
@@ -39,6 +40,9 @@ type DB struct {
 	// waited up to Go's 10 ms preemption slice (p99 at 1,000/s: median of 3
 	// runs 14.2 -> 11.3 ms; see docs/performance.md).
 	heavy sync.Mutex
+	// commits counts the writer's commits: the checkpointer skips its
+	// pass when nothing was committed since the last one.
+	commits atomic.Int64
 }
 
 // writeGate hands the writer connection to one transaction at a time, in
@@ -116,13 +120,18 @@ func removeWaiter(q *[]chan struct{}, ch chan struct{}) bool {
 	return false
 }
 
-// checkpointEvery is how often the WAL is copied back into the database.
-// The writer's automatic checkpoint is off: it ran inside a commit, on the
-// path of the webhook's 202. Often, so that each pass has little to copy:
-// a pass is a burst of CPU that a webhook may wait behind (at 1,000/s,
-// p99 13.4/11.5/7.2 ms with 1 s, 11.5/9.2/6.3 ms with 250 ms, interleaved
-// runs); a pass over an empty WAL costs ~0.1 ms.
-const checkpointEvery = 250 * time.Millisecond
+// checkpointEvery is how often the WAL is copied back into the database
+// while commits come in (an idle database is not visited). The writer's
+// automatic checkpoint is off: it ran inside a commit, on the path of the
+// webhook's 202. Often, so that each pass has little to write to the
+// disk: a pass fsyncs the WAL and the database, and at 1,000 deliveries/s
+// the WAL grows ~70 MB/s. Flushed in bursts every 250 ms, those writes
+// were most of the acknowledgements' p99, though no thread but this one
+// ever waits for the disk (on the 2-core VM; perf shows no other thread
+// blocked on I/O). p99 at 1,000/s, interleaved runs of 5: 250 ms 4.3 ms,
+// 50 ms 2.8, 20 ms 3.3, 10 ms 2.6, never (the WAL unbounded) ~2.2; 1 s
+// was worse than 250 ms before. See docs/performance.md.
+const checkpointEvery = 10 * time.Millisecond
 
 // Options tune how the database is opened.
 type Options struct {
@@ -203,6 +212,10 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
+	if err := w.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&db.pageSize); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: page size: %w", path, err)
+	}
 	cq := url.Values{}
 	cq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	cq.Add("_pragma", "synchronous("+sync+")")
@@ -223,12 +236,22 @@ func (db *DB) checkpointer() {
 	defer close(db.done)
 	t := time.NewTicker(checkpointEvery)
 	defer t.Stop()
+	var last int64
+	var lastRestart time.Time
+	caughtUp := false // a first pass at start: migrations may have written
 	for {
 		select {
 		case <-db.stop:
 			return
-		case <-t.C:
-			db.checkpoint()
+		case now := <-t.C:
+			if n := db.commits.Load(); n != last || !caughtUp {
+				last = n
+				var restarted bool
+				caughtUp, restarted = db.checkpoint(now.Sub(lastRestart) >= restartEvery)
+				if restarted {
+					lastRestart = now
+				}
+			}
 		}
 	}
 }
@@ -239,6 +262,10 @@ func (db *DB) checkpointer() {
 // which under steady load (a commit every millisecond) almost never
 // happens. Unbounded, it grew by 4 GB a minute at 1,000 deliveries/s.
 const walRestartBytes = 64 << 20
+
+// restartEvery is how often, at most, the checkpointer tries to start
+// the WAL over.
+const restartEvery = 250 * time.Millisecond
 
 // checkpoint copies the WAL back into the database file and, past
 // walRestartBytes, makes the next write start it over, without stalling
@@ -254,23 +281,24 @@ const walRestartBytes = 64 << 20
 //     copied, so the next commit starts the WAL over. It never waits for
 //     a reader (a backup, say): frames a reader still needs stay, and the
 //     next tick tries again.
-func (db *DB) checkpoint() {
+func (db *DB) checkpoint(mayRestart bool) (caughtUp, restarted bool) {
 	var busy, frames, copied int64
 	if err := db.passive(&busy, &frames, &copied); err != nil {
-		return // retried next tick
-	}
-	if db.pageSize == 0 {
-		if err := db.ckpt.QueryRow(`PRAGMA page_size`).Scan(&db.pageSize); err != nil {
-			return
-		}
+		return false, false // retried next tick
 	}
 	if frames*db.pageSize <= db.walLimit {
-		return
+		return copied == frames, false
+	}
+	// Starting the WAL over takes the writer for a moment and two fsyncs:
+	// the checkpointer does not try at every tick while a reader (a
+	// backup) keeps it from happening.
+	if !mayRestart {
+		return false, false
 	}
 	for i := 0; i < 4; i++ {
 		before := copied
 		if err := db.passive(&busy, &frames, &copied); err != nil {
-			return
+			return false, true
 		}
 		if (copied-before)*db.pageSize < 1<<20 {
 			break
@@ -283,10 +311,11 @@ func (db *DB) checkpoint() {
 		}
 	}
 	if err := db.gate.acquire(context.Background(), false); err != nil {
-		return
+		return false, true
 	}
 	defer db.gate.release()
-	db.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`) //nolint:errcheck // retried next tick
+	err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	return err == nil && copied == frames, true
 }
 
 // passive runs one PASSIVE checkpoint pass, never beside a drain (heavy).
@@ -420,6 +449,7 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	db.commits.Add(1)
 	return nil
 }
 

@@ -54,7 +54,7 @@ func TestCheckpointBoundsTheWAL(t *testing.T) {
 		for start := written.Load(); written.Load() < start+20; {
 			runtime.Gosched()
 		}
-		db.checkpoint()
+		db.checkpoint(true)
 		maxFrames = max(maxFrames, walFrames(t, db))
 	}
 	close(stop)
@@ -94,7 +94,7 @@ func TestCheckpointNeverHoldsWritesForAReader(t *testing.T) {
 		mustEnqueue(t, in, delivery(fmt.Sprintf("b%d", i), key, body))
 	}
 	done := make(chan struct{})
-	go func() { db.checkpoint(); close(done) }()
+	go func() { db.checkpoint(true); close(done) }()
 	// Commits still go through while the reader holds its snapshot.
 	for i := 0; i < 5; i++ {
 		mustEnqueue(t, in, delivery(fmt.Sprintf("c%d", i), key, body))
@@ -108,7 +108,7 @@ func TestCheckpointNeverHoldsWritesForAReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := walFrames(t, db)
-	db.checkpoint()
+	db.checkpoint(true)
 	mustEnqueue(t, in, delivery("after", key, "{}")) // this commit starts the WAL over
 	if after := walFrames(t, db); after >= before || after*db.pageSize > 64<<10 {
 		t.Fatalf("WAL frames %d → %d after the reader finished: it did not start over", before, after)
