@@ -2,7 +2,10 @@ package leasedo
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -141,4 +144,49 @@ func TestHotQueriesUseAnIndex(t *testing.T) {
 			t.Errorf("%s reads every row: plan %q", name, p)
 		}
 	}
+}
+
+// The checkpointer visits the database only while commits come in, yet
+// the last commit before a quiet spell still reaches the database file
+// (not only the WAL), with no write after it to prompt a pass.
+func TestCheckpointerCopiesTheLastCommitBack(t *testing.T) {
+	s, _ := openTB(t, Options{})
+	in := s.NewInbox(0)
+	defer in.Close()
+	const n = 20
+	for i := 0; i < n; i++ {
+		mustEnqueue(t, in, delivery(fmt.Sprintf("q%d", i), key, strings.Repeat("z", 8<<10)))
+	}
+	// The database file alone, copied without its WAL, holds what was
+	// checkpointed and nothing else.
+	copyPath := filepath.Join(t.TempDir(), "copy.db")
+	var got int
+	deadline := time.Now().Add(10 * time.Second) // liveness: a pass is due within 10 ms
+	for {
+		b, err := os.ReadFile(s.db.path)
+		if err == nil {
+			err = os.WriteFile(copyPath, b, 0o600)
+		}
+		if err == nil {
+			got, err = countInFile(copyPath)
+		}
+		if err == nil && got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the database file holds %d of %d deliveries (%v): the last commits stayed in the WAL", got, n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func countInFile(path string) (int, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRow(`SELECT count(*) FROM deliveries`).Scan(&n)
+	return n, err
 }
