@@ -146,7 +146,22 @@ func (s *Store) Pending(ctx context.Context, k Key, limit int) ([]Delivery, erro
 // Deliveries lists k's deliveries in the given state, newest first, without
 // their bodies.
 func (s *Store) Deliveries(ctx context.Context, k Key, state string, limit int) ([]Delivery, error) {
-	return s.deliveries(ctx, false, `WHERE d.state = ? AND d.tenant = ? AND d.repo = ? ORDER BY d.seq DESC LIMIT ?`, state, k.Tenant, k.Repo, limit)
+	where, args := deliveriesWhere(k, state, limit)
+	return s.deliveries(ctx, false, where, args...)
+}
+
+// deliveriesWhere selects Deliveries' rows. Pending and failed ones are
+// read from their own indexes, which serve their literal state alone;
+// done ones (kept until pruned, possibly millions) have none.
+func deliveriesWhere(k Key, state string, limit int) (string, []any) {
+	const rest = ` AND d.tenant = ? AND d.repo = ? ORDER BY d.seq DESC LIMIT ?`
+	switch state {
+	case DeliveryPending:
+		return `WHERE d.state = 'pending'` + rest, []any{k.Tenant, k.Repo, limit}
+	case DeliveryFailed:
+		return `WHERE d.state = 'failed'` + rest, []any{k.Tenant, k.Repo, limit}
+	}
+	return `WHERE d.state = ?` + rest, []any{state, k.Tenant, k.Repo, limit}
 }
 
 // NextTry reports when a pending delivery in backoff may be tried again.
@@ -189,10 +204,12 @@ func (s *Store) deliveries(ctx context.Context, withBody bool, where string, arg
 	return out, rows.Err()
 }
 
+const pendingKeysSQL = `SELECT DISTINCT tenant, repo FROM deliveries WHERE state = 'pending'`
+
 // PendingKeys lists every (tenant, repo) with pending deliveries: what a
 // restart must resume.
 func (s *Store) PendingKeys(ctx context.Context) ([]Key, error) {
-	rows, err := s.db.r.QueryContext(ctx, `SELECT DISTINCT tenant, repo FROM deliveries WHERE state = 'pending'`)
+	rows, err := s.db.r.QueryContext(ctx, pendingKeysSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list pending deliveries: %w", err)
 	}
@@ -208,7 +225,9 @@ func (s *Store) PendingKeys(ctx context.Context) ([]Key, error) {
 	return out, rows.Err()
 }
 
-const deliveryCountsSQL = `SELECT state, count(*) FROM deliveries WHERE state IN ('pending', 'failed') GROUP BY state`
+// One SELECT per state: each is counted from its own (partial) index.
+const deliveryCountsSQL = `SELECT 'pending', count(*) FROM deliveries WHERE state = 'pending'
+	UNION ALL SELECT 'failed', count(*) FROM deliveries WHERE state = 'failed'`
 
 // DeliveryCounts counts the unapplied deliveries by state, pending and
 // failed (for the dashboard and metrics, on every scrape). Processed ones
@@ -228,7 +247,9 @@ func (s *Store) DeliveryCounts(ctx context.Context) (map[string]int, error) {
 		if err := rows.Scan(&st, &n); err != nil {
 			return nil, fmt.Errorf("count deliveries: %w", err)
 		}
-		out[st] = n
+		if n > 0 {
+			out[st] = n
+		}
 	}
 	return out, rows.Err()
 }
@@ -332,6 +353,9 @@ func (s *Store) RetryFailed(ctx context.Context, k Key) (int64, error) {
 	return n, err
 }
 
+// pruneBatchSQL picks the next processed deliveries to prune.
+const pruneBatchSQL = `SELECT seq FROM deliveries WHERE state = 'done' AND processed_at < ? ORDER BY seq LIMIT 1000`
+
 // Prune deletes processed deliveries older than before, in short batches.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	var total int64
@@ -339,7 +363,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 		var n int64
 		err := s.db.write(ctx, func(tx *wtx) error {
 			// The same thousand rows, twice: bodies first, then the rows.
-			const batch = `SELECT seq FROM deliveries WHERE state = 'done' AND processed_at < ? ORDER BY seq LIMIT 1000`
+			const batch = pruneBatchSQL
 			if _, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE seq IN (`+batch+`)`, before.UnixMilli()); err != nil {
 				return fmt.Errorf("prune delivery bodies: %w", err)
 			}

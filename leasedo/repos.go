@@ -64,9 +64,15 @@ func forget(ctx context.Context, tx *wtx, now int64, keys []Key) error {
 				return fmt.Errorf("%s: forget: %w", k, err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'done', processed_at = ?, last_error = 'repository forgotten'
-			WHERE tenant = ? AND repo = ? AND state != 'done'`, now, k.Tenant, k.Repo); err != nil {
-			return fmt.Errorf("%s: forget deliveries: %w", k, err)
+		for _, q := range []string{ // one per state: each from its own index
+			`UPDATE deliveries SET state = 'done', processed_at = ?, last_error = 'repository forgotten'
+				WHERE state = 'pending' AND tenant = ? AND repo = ?`,
+			`UPDATE deliveries SET state = 'done', processed_at = ?, last_error = 'repository forgotten'
+				WHERE state = 'failed' AND tenant = ? AND repo = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, now, k.Tenant, k.Repo); err != nil {
+				return fmt.Errorf("%s: forget deliveries: %w", k, err)
+			}
 		}
 	}
 	return nil
@@ -80,7 +86,8 @@ func tenantRepos(ctx context.Context, tx *wtx, tenant string) ([]Key, error) {
 		UNION SELECT repo FROM events WHERE tenant = ?1
 		UNION SELECT repo FROM audit WHERE tenant = ?1
 		UNION SELECT repo FROM leases WHERE tenant = ?1 AND repo != ''
-		UNION SELECT repo FROM deliveries WHERE tenant = ?1 AND repo != '' AND state != 'done'`, tenant)
+		UNION SELECT repo FROM deliveries WHERE state = 'pending' AND tenant = ?1 AND repo != ''
+		UNION SELECT repo FROM deliveries WHERE state = 'failed' AND tenant = ?1 AND repo != ''`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s: list repositories: %w", tenant, err)
 	}

@@ -279,3 +279,68 @@ func TestUpgradeMovesDeliveryBodies(t *testing.T) {
 		t.Fatalf("deliveries still has a body column (%d, %v)", n, err)
 	}
 }
+
+// 0004 rebuilds the tables without AUTOINCREMENT and the deliveries'
+// indexes as partial ones: every row keeps its id and columns, a new row
+// still gets an id above every row kept, and the indexes hold only the
+// rows of their state.
+func TestUpgradeKeepsRowsAndIDs(t *testing.T) {
+	ctx := context.Background()
+	db := rawDB(t, filepath.Join(t.TempDir(), "v3.db"))
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all[:3] {
+		if _, err := db.Exec(m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+		INSERT INTO schema_version VALUES (1, '0001_init.sql', 0), (2, '0002_delivery_bodies.sql', 0), (3, '0003_body_encoding.sql', 0);
+		INSERT INTO deliveries (seq, delivery_id, event, action, tenant, repo, received_at, state, attempts, last_error, next_try_at, processed_at)
+		VALUES (7, 'd7', 'pull_request', 'opened', '1', 'o/r', 5, 'done', 1, '', 0, 9),
+		       (8, 'd8', 'pull_request', 'closed', '1', 'o/r', 6, 'failed', 5, 'bad payload', 0, NULL),
+		       (9, 'd9', 'push', '', '1', 'o/r', 7, 'pending', 0, '', 0, NULL);
+		INSERT INTO delivery_bodies (seq, body, encoding) VALUES (7, x'01', ''), (8, x'02', ''), (9, x'03', 's2');
+		INSERT INTO queue (id, tenant, repo, pr_number, pr_sha, queued_at, status, gate_reason, base_ref, branch_updated_sha, check_run_id, check_title)
+		VALUES (4, '1', 'o/r', 12, 'abc', 3, 'waiting', 'checks pending', 'main', 'abc', 77, 'waiting for checks');
+		INSERT INTO events (id, tenant, repo, ts, event_type, action, pr_number, details) VALUES (11, '1', 'o/r', 3, 'pull_request', 'opened', 12, '{"sha":"abc"}');
+		INSERT INTO audit (id, tenant, repo, ts, action, pr_number, pr_sha, reason) VALUES (13, '1', 'o/r', 3, 'join', 12, 'abc', 'opened')`); err != nil {
+		t.Fatal(err)
+	}
+	from, to, err := migrations.Apply(ctx, db)
+	if err != nil || from != 3 || to != migrations.Latest() {
+		t.Fatalf("Apply = %d→%d %v", from, to, err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE sql LIKE '%AUTOINCREMENT%'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d tables still AUTOINCREMENT (%v)", n, err)
+	}
+	for _, c := range []struct{ query, want string }{
+		{`SELECT group_concat(seq || ':' || delivery_id || ':' || state || ':' || attempts || ':' || last_error || ':' || coalesce(processed_at, '-'), ' ') FROM deliveries`,
+			"7:d7:done:1::9 8:d8:failed:5:bad payload:- 9:d9:pending:0::-"},
+		{`SELECT group_concat(seq || ':' || hex(body) || ':' || encoding, ' ') FROM delivery_bodies`, "7:01: 8:02: 9:03:s2"},
+		{`SELECT id || ':' || pr_number || ':' || pr_sha || ':' || gate_reason || ':' || check_run_id || ':' || check_title FROM queue`,
+			"4:12:abc:checks pending:77:waiting for checks"},
+		{`SELECT id || ':' || details FROM events`, `11:{"sha":"abc"}`},
+		{`SELECT id || ':' || action || ':' || reason FROM audit`, "13:join:opened"},
+		// Each index holds its own state's rows only.
+		{`SELECT group_concat(seq) FROM deliveries INDEXED BY deliveries_pending WHERE state = 'pending'`, "9"},
+		{`SELECT group_concat(seq) FROM deliveries INDEXED BY deliveries_failed WHERE state = 'failed'`, "8"},
+		{`SELECT group_concat(seq) FROM deliveries INDEXED BY deliveries_processed WHERE processed_at > 0`, "7"},
+	} {
+		var got string
+		if err := db.QueryRow(c.query).Scan(&got); err != nil || got != c.want {
+			t.Errorf("%s\n = %q (%v), want %q", c.query, got, err, c.want)
+		}
+	}
+	// New rows go after every row kept.
+	var seq, id int64
+	if err := db.QueryRow(`INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at) VALUES ('d10', 'push', '', '1', 'o/r', 8) RETURNING seq`).Scan(&seq); err != nil || seq != 10 {
+		t.Fatalf("new delivery seq = %d %v, want 10", seq, err)
+	}
+	if err := db.QueryRow(`INSERT INTO events (tenant, repo, ts, event_type, action, pr_number) VALUES ('1', 'o/r', 4, 'push', '', 0) RETURNING id`).Scan(&id); err != nil || id != 12 {
+		t.Fatalf("new event id = %d %v, want 12", id, err)
+	}
+}
