@@ -52,10 +52,29 @@ type DB struct {
 // waited behind most of them (p99 ack latency in the hundreds of ms).
 // There is at most one first request at a time (the inbox commits from
 // one goroutine), so ordinary writes still get every other turn.
+//
+// A waiting first request may also be taken along by the transaction that
+// holds the writer: run inside it, just before its commit (DB.writeGated).
+// Its webhook then waits for one commit instead of two, and the two
+// transactions' shared pages go to the WAL once.
 type writeGate struct {
 	mu          sync.Mutex
 	held        bool
 	first, rest []chan struct{}
+	along       *alongReq // the waiting first request's work, if it may be taken along
+}
+
+// alongReq is a first request's transaction body, offered to the holder.
+type alongReq struct {
+	ch    chan struct{} // its place in first
+	fn    func(tx *wtx) error
+	taken bool          // by the holder, which answers on res
+	res   chan alongRes // buffered
+}
+
+type alongRes struct {
+	err   error // fn's error, or nil once committed
+	retry bool  // the holder did not commit: run fn in a transaction of its own
 }
 
 // firstWaiting reports whether a "first" request (a webhook's commit)
@@ -66,32 +85,79 @@ func (g *writeGate) firstWaiting() bool {
 	return len(g.first) > 0
 }
 
-func (g *writeGate) acquire(ctx context.Context, first bool) error {
+// acquire waits for the writer. A first request that passes fn may instead
+// be taken along by the holder: acquire then returns that outcome as
+// taken (and does not hold the writer).
+func (g *writeGate) acquire(ctx context.Context, first bool, fn func(tx *wtx) error) (taken *alongRes, err error) {
 	g.mu.Lock()
 	if !g.held {
 		g.held = true
 		g.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	ch := make(chan struct{})
+	var a *alongReq
 	if first {
 		g.first = append(g.first, ch)
+		if fn != nil {
+			a = &alongReq{ch: ch, fn: fn, res: make(chan alongRes, 1)}
+			g.along = a
+		}
 	} else {
 		g.rest = append(g.rest, ch)
 	}
 	g.mu.Unlock()
+	var res <-chan alongRes
+	if a != nil {
+		res = a.res
+	}
 	select {
 	case <-ch:
-		return nil
+		g.dropAlong(a)
+		return nil, nil
+	case r := <-res:
+		return &r, nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		removed := removeWaiter(&g.first, ch) || removeWaiter(&g.rest, ch)
+		wasTaken := a != nil && a.taken
+		if g.along == a {
+			g.along = nil
+		}
 		g.mu.Unlock()
-		if !removed { // handed over meanwhile: pass it on
+		switch {
+		case wasTaken: // the holder runs it: its outcome must be told
+			r := <-a.res
+			return &r, nil
+		case !removed: // handed over meanwhile: pass it on
 			g.release()
 		}
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
+}
+
+func (g *writeGate) dropAlong(a *alongReq) {
+	if a == nil {
+		return
+	}
+	g.mu.Lock()
+	if g.along == a {
+		g.along = nil
+	}
+	g.mu.Unlock()
+}
+
+// takeAlong hands the holder the waiting first request's work, if any:
+// it leaves the queue, and the holder must answer it on res.
+func (g *writeGate) takeAlong() *alongReq {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a := g.along
+	if a == nil || !removeWaiter(&g.first, a.ch) {
+		return nil
+	}
+	g.along, a.taken = nil, true
+	return a
 }
 
 // release hands the writer to the next waiter, or frees it.
@@ -310,7 +376,7 @@ func (db *DB) checkpoint(mayRestart bool) (caughtUp, restarted bool) {
 			f.Close()
 		}
 	}
-	if err := db.gate.acquire(context.Background(), false); err != nil {
+	if _, err := db.gate.acquire(context.Background(), false, nil); err != nil {
 		return false, true
 	}
 	defer db.gate.release()
@@ -429,8 +495,22 @@ func (db *DB) writeFirst(ctx context.Context, fn func(tx *wtx) error) error {
 }
 
 func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error) error {
-	if err := db.gate.acquire(ctx, first); err != nil {
-		return fmt.Errorf("begin write: %w", err)
+	var along func(tx *wtx) error
+	if first {
+		along = fn
+	}
+	for {
+		taken, err := db.gate.acquire(ctx, first, along)
+		if err != nil {
+			return fmt.Errorf("begin write: %w", err)
+		}
+		if taken == nil {
+			break // the writer is ours
+		}
+		if !taken.retry {
+			return taken.err
+		}
+		along = nil // the holder could not commit it: in a transaction of our own
 	}
 	defer db.gate.release()
 	if db.stmts.pending() {
@@ -446,11 +526,59 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 	if err := fn(tx); err != nil {
 		return err
 	}
+	// A webhook's commit waiting meanwhile goes in this one (writeGate).
+	// Its outcome is told whatever happens here: committed, its own error,
+	// or (this transaction failed) retry in a transaction of its own.
+	var a *alongReq
+	if !first {
+		a = db.gate.takeAlong()
+	}
+	res := alongRes{retry: true}
+	if a != nil {
+		defer func() { a.res <- res }()
+		if err := runAlong(ctx, tx, a.fn); err != nil {
+			var dbErr *alongDBError
+			if errors.As(err, &dbErr) { // this transaction cannot go on either
+				return dbErr.err
+			}
+			res = alongRes{err: err} // rolled back alone; ours goes on
+		}
+	}
 	if err := tx.Commit(); err != nil {
+		if res.err != nil {
+			res = alongRes{err: res.err}
+		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	db.commits.Add(1)
+	if res.err == nil {
+		res = alongRes{}
+	}
 	return nil
+}
+
+// alongDBError is a savepoint statement's failure: the holder's
+// transaction is not usable any more.
+type alongDBError struct{ err error }
+
+func (e *alongDBError) Error() string { return e.err.Error() }
+
+// runAlong runs a first request's work inside the holder's transaction,
+// under a savepoint: its failure rolls back its own writes alone.
+func runAlong(ctx context.Context, tx *wtx, fn func(tx *wtx) error) error {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT along`); err != nil {
+		return &alongDBError{fmt.Errorf("savepoint: %w", err)}
+	}
+	ferr := fn(tx)
+	if ferr != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO along`); err != nil {
+			return &alongDBError{fmt.Errorf("roll back: %w (after %v)", err, ferr)}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE along`); err != nil {
+		return &alongDBError{fmt.Errorf("release savepoint: %w", err)}
+	}
+	return ferr
 }
 
 // read runs fn in one read transaction (a consistent snapshot).

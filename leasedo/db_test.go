@@ -279,3 +279,92 @@ func TestCommitsWriteFewPages(t *testing.T) {
 		t.Errorf("pages written per delivery: %.1f to store (want at most 7), %.1f to apply (want at most 6.5)", stored, applied)
 	}
 }
+
+// holdWriter runs a write transaction that writes one event and returns
+// only once a webhook's commit waits for the writer; it returns that
+// transaction's error.
+func holdWriter(t *testing.T, s *Store) error {
+	t.Helper()
+	return s.db.write(context.Background(), func(tx *wtx) error {
+		if _, err := tx.ExecContext(context.Background(), `INSERT INTO events (tenant, repo, ts, event_type, action, pr_number) VALUES ('42', 'octo/hello', 1, 'holder', '', 0)`); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(10 * time.Second) // liveness only
+		for !s.db.gate.firstWaiting() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("no commit came to wait")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+}
+
+// A webhook's commit that waits for the writer goes in the holder's
+// commit: one commit for both, the delivery stored and acknowledged.
+func TestAWaitingCommitGoesAlong(t *testing.T) {
+	s, _ := openTB(t, Options{})
+	in := s.NewInbox(0)
+	defer in.Close()
+	stored := make(chan error, 1)
+	before := s.db.commits.Load()
+	go func() {
+		for !s.db.gate.isHeld() {
+			runtime.Gosched()
+		}
+		_, err := in.Enqueue(context.Background(), delivery("along", key, "{}"))
+		stored <- err
+	}()
+	if err := holdWriter(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stored; err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	if n := s.db.commits.Load() - before; n != 1 {
+		t.Fatalf("%d commits for the holder and the delivery, want 1", n)
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM deliveries WHERE delivery_id = 'along'`); n != 1 {
+		t.Fatalf("delivery stored %d times", n)
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM events WHERE event_type = 'holder'`); n != 1 {
+		t.Fatalf("holder's event stored %d times", n)
+	}
+	// The same delivery again is still told apart as a duplicate.
+	if dup, err := in.Enqueue(context.Background(), delivery("along", key, "{}")); err != nil || !dup {
+		t.Fatalf("again: dup=%v err=%v", dup, err)
+	}
+}
+
+// A commit taken along that fails rolls back its own writes alone: its
+// caller gets the error, the holder's writes are committed.
+func TestAWorkTakenAlongFailsAlone(t *testing.T) {
+	s, _ := openTB(t, Options{})
+	failed := make(chan error, 1)
+	go func() {
+		for !s.db.gate.isHeld() {
+			runtime.Gosched()
+		}
+		failed <- s.db.writeFirst(context.Background(), func(tx *wtx) error {
+			if _, err := tx.ExecContext(context.Background(), `INSERT INTO events (tenant, repo, ts, event_type, action, pr_number) VALUES ('42', 'octo/hello', 2, 'along', '', 0)`); err != nil {
+				return err
+			}
+			return fmt.Errorf("bad delivery")
+		})
+	}()
+	if err := holdWriter(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-failed; err == nil || err.Error() != "bad delivery" {
+		t.Fatalf("taken along: %v, want its own error", err)
+	}
+	if got := countRows(t, s, `SELECT count(*) FROM events WHERE event_type = 'holder'`) + 10*countRows(t, s, `SELECT count(*) FROM events WHERE event_type = 'along'`); got != 1 {
+		t.Fatalf("holder's rows + 10 × along's = %d, want 1", got)
+	}
+}
+
+func (g *writeGate) isHeld() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
+}
