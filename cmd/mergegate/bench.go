@@ -58,7 +58,7 @@ type benchFlags struct {
 	repos, prs                        int
 	tenant                            int64
 	duration, drain, poll             time.Duration
-	count                             int
+	count, rounds                     int
 	payloads                          string
 	bare, target, asJSON              bool
 }
@@ -95,6 +95,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.payloads, "payloads", "", "folder of GitHub's payload examples (default: testdata/github-webhooks found from here or the binary upwards)")
 	fs.BoolVar(&f.bare, "bare", true, "also run the same load against an in-process bare handler (HMAC check, 202) and report the ratio")
 	fs.BoolVar(&f.target, "target", true, "run against mergegate (false: the bare handler only)")
+	fs.IntVar(&f.rounds, "rounds", 1, "alternate the targets this many times, each for --duration (or --count): both meet the same spells of a noisy machine; figures are over all rounds, with each round's p99 ratio")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -114,25 +115,36 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 
 	rep := benchReport{Rate: f.rate, Repos: f.repos, PRs: f.prs, Duration: f.duration.String(), Count: f.count,
 		Concurrency: f.concurrency, MaxInflight: f.maxInflight}
-	if f.bare {
-		r, err := benchBare(ctx, f, gen)
-		if err != nil {
-			return err
-		}
-		rep.Bare = &r
-		printTarget(stderr, "bare", r)
+	var m *metricsPoller
+	if f.target && f.adminURL != "" {
+		m = &metricsPoller{base: strings.TrimRight(f.adminURL, "/"), token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
 	}
-	if f.target && ctx.Err() == nil {
-		var m *metricsPoller
-		if f.adminURL != "" {
-			m = &metricsPoller{base: strings.TrimRight(f.adminURL, "/"), token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
+	// Each target's latencies over every round, besides each round's own.
+	var bareAll, targetAll latHist
+	for round := 0; round < f.rounds && ctx.Err() == nil; round++ {
+		var pair benchRound
+		if f.bare {
+			r, err := benchBare(ctx, f, gen, &bareAll)
+			if err != nil {
+				return err
+			}
+			rep.Bare = mergeTarget(rep.Bare, r, &bareAll)
+			pair.BareP99 = r.Latency.P99
+			printTarget(stderr, "bare", r)
 		}
-		r, err := runLoad(ctx, f, gen, f.url, m)
-		if err != nil {
-			return err
+		if f.target && ctx.Err() == nil {
+			r, err := runLoad(ctx, f, gen, f.url, m, &targetAll)
+			if err != nil {
+				return err
+			}
+			rep.Mergegate = mergeTarget(rep.Mergegate, r, &targetAll)
+			pair.MergegateP99 = r.Latency.P99
+			printTarget(stderr, "mergegate", r)
 		}
-		rep.Mergegate = &r
-		printTarget(stderr, "mergegate", r)
+		if f.rounds > 1 && pair.BareP99 > 0 && pair.MergegateP99 > 0 {
+			pair.P99Ratio = pair.MergegateP99 / pair.BareP99
+			rep.Rounds = append(rep.Rounds, pair)
+		}
 	}
 	if rep.Bare != nil && rep.Mergegate != nil {
 		if rep.Bare.AckedPerSec > 0 {
@@ -184,6 +196,8 @@ func (f *benchFlags) check(rate string) error {
 		return fmt.Errorf("--max-inflight %d: want 1 to 65536", f.maxInflight)
 	case f.duration <= 0 || f.duration > benchMaxDuration:
 		return fmt.Errorf("--duration %s: want more than 0 and at most %s", f.duration, benchMaxDuration)
+	case f.rounds < 1 || f.rounds > 1000:
+		return fmt.Errorf("--rounds %d: want 1 to 1000", f.rounds)
 	case f.count < 0 || f.count > benchMaxCount:
 		return fmt.Errorf("--count %d: want 0 to %d", f.count, benchMaxCount)
 	case f.drain < 0 || f.drain > time.Hour:
@@ -500,14 +514,77 @@ type benchReport struct {
 	Count       int           `json:"count"`
 	Concurrency int           `json:"concurrency"`
 	MaxInflight int           `json:"maxInflight"`
-	Bare        *targetReport `json:"bare,omitempty"`
-	Mergegate   *targetReport `json:"mergegate,omitempty"`
+	Bare        *targetReport `json:"bare,omitempty"`        // over every round
+	Mergegate   *targetReport `json:"mergegate,omitempty"`   // over every round
 	IngestRatio float64       `json:"ingestRatio,omitempty"` // mergegate acked/s ÷ bare acked/s
 	P99Ratio    float64       `json:"p99Ratio,omitempty"`    // mergegate p99 ÷ bare p99
+	Rounds      []benchRound  `json:"rounds,omitempty"`      // with --rounds > 1
+}
+
+// benchRound is one round's p99 of each target.
+type benchRound struct {
+	BareP99      float64 `json:"bareP99Ms"`
+	MergegateP99 float64 `json:"mergegateP99Ms"`
+	P99Ratio     float64 `json:"p99Ratio"`
+}
+
+// mergeTarget adds one round's report r to acc (nil for the first round);
+// all holds the latencies of every round so far.
+func mergeTarget(acc *targetReport, r targetReport, all *latHist) *targetReport {
+	if acc == nil {
+		acc = &r
+		return acc
+	}
+	if sent := acc.Sent + r.Sent; sent > 0 {
+		acc.BytesPerDeliv = (acc.BytesPerDeliv*acc.Sent + r.BytesPerDeliv*r.Sent) / sent
+	}
+	acc.Sent += r.Sent
+	acc.Acked += r.Acked
+	acc.Errors += r.Errors
+	acc.Seconds += r.Seconds
+	if acc.Seconds > 0 {
+		acc.AckedPerSec = float64(acc.Acked) / acc.Seconds
+	}
+	for k, v := range r.Statuses {
+		if acc.Statuses == nil {
+			acc.Statuses = map[string]int{}
+		}
+		acc.Statuses[k] += v
+	}
+	acc.Latency = all.report()
+	acc.LateStarts += r.LateStarts
+	acc.CapWaits += r.CapWaits
+	acc.MaxLateMs = max(acc.MaxLateMs, r.MaxLateMs)
+	if a, p := acc.Processing, r.Processing; a != nil && p != nil {
+		// Per second over the rounds' spans: each span is its Processed
+		// over its ProcessedPerSec.
+		span := 0.0
+		for _, x := range []*procReport{a, p} {
+			if x.ProcessedPerSec > 0 {
+				span += float64(x.Processed) / x.ProcessedPerSec
+			}
+		}
+		a.Processed += p.Processed
+		if span > 0 {
+			a.ProcessedPerSec = float64(a.Processed) / span
+		}
+		a.BehindAtEnd = max(a.BehindAtEnd, p.BehindAtEnd)
+		if a.CatchUpSeconds >= 0 {
+			a.CatchUpSeconds = max(a.CatchUpSeconds, p.CatchUpSeconds)
+			if p.CatchUpSeconds < 0 {
+				a.CatchUpSeconds = -1
+			}
+		}
+		a.MaxPending = max(a.MaxPending, p.MaxPending)
+		a.Failed += p.Failed
+		a.RSSEndMB = p.RSSEndMB
+		a.RSSMaxMB = max(a.RSSMaxMB, p.RSSMaxMB)
+	}
+	return acc
 }
 
 // benchBare serves the bare handler on loopback and loads it.
-func benchBare(ctx context.Context, f benchFlags, gen *deliveryGen) (targetReport, error) {
+func benchBare(ctx context.Context, f benchFlags, gen *deliveryGen, all *latHist) (targetReport, error) {
 	secrets, err := webhook.ParseSecrets(f.secret)
 	if err != nil {
 		return targetReport{}, err
@@ -519,7 +596,7 @@ func benchBare(ctx context.Context, f benchFlags, gen *deliveryGen) (targetRepor
 	srv := &http.Server{Handler: bareHandler(secrets), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln) //nolint:errcheck // closed below
 	defer srv.Close()
-	return runLoad(ctx, f, gen, "http://"+ln.Addr().String()+"/webhook", nil)
+	return runLoad(ctx, f, gen, "http://"+ln.Addr().String()+"/webhook", nil, all)
 }
 
 // bareHandler checks the HMAC and answers 202: the floor of any webhook
@@ -552,6 +629,7 @@ type loadState struct {
 	gen      *deliveryGen
 	base     int64 // first delivery index of this target
 	hist     latHist
+	all      *latHist // every round's, besides hist (this round's)
 	sent     atomic.Int64
 	acked    atomic.Int64
 	errs     atomic.Int64
@@ -614,6 +692,9 @@ func (s *loadState) send(ctx context.Context, i int64) {
 		bodyBufs.Put(bp)
 		s.acked.Add(1)
 		s.hist.add(took)
+		if s.all != nil {
+			s.all.add(took)
+		}
 		s.lastAck.Store(time.Now().UnixNano())
 		return
 	}
@@ -625,7 +706,7 @@ func (s *loadState) send(ctx context.Context, i int64) {
 var benchTargets atomic.Int64 // each target of a process sends fresh delivery ids
 
 // runLoad sends one target its load and, with m, follows the processing.
-func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string, m *metricsPoller) (targetReport, error) {
+func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string, m *metricsPoller, all *latHist) (targetReport, error) {
 	conns := f.maxInflight
 	if f.rate == 0 {
 		conns = f.concurrency
@@ -640,7 +721,7 @@ func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string,
 		}}
 	defer tr.CloseIdleConnections()
 	s := &loadState{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: target, secret: f.secret,
-		gen: gen, base: benchTargets.Add(1) * 1e9, statuses: map[int]int{}}
+		gen: gen, base: benchTargets.Add(1) * 1e9, statuses: map[int]int{}, all: all}
 	rep := targetReport{URL: target}
 
 	// Warm up the connections (and check the target answers) before the clock starts.
@@ -1037,7 +1118,22 @@ func (rep benchReport) print(w io.Writer) {
 		fmt.Fprintf(w, "mergegate RSS: %.1f MB before, %.1f MB after, %.1f MB max\n", p.RSSStartMB, p.RSSEndMB, p.RSSMaxMB)
 	}
 	if rep.IngestRatio > 0 {
-		fmt.Fprintf(w, "ratio mergegate/bare: ingest %.2f×, p99 latency %.2f×\n", rep.IngestRatio, rep.P99Ratio)
+		fmt.Fprintf(w, "ratio mergegate/bare: ingest %.2f×, p99 latency %.2f×", rep.IngestRatio, rep.P99Ratio)
+		if len(rep.Rounds) > 0 {
+			fmt.Fprintf(w, " over %d rounds", len(rep.Rounds))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.Rounds) > 0 {
+		ratios := make([]float64, len(rep.Rounds))
+		var parts []string
+		for i, r := range rep.Rounds {
+			ratios[i] = r.P99Ratio
+			parts = append(parts, fmt.Sprintf("%.2f/%.2f ms %.2f×", r.MergegateP99, r.BareP99, r.P99Ratio))
+		}
+		sort.Float64s(ratios)
+		median := (ratios[(len(ratios)-1)/2] + ratios[len(ratios)/2]) / 2
+		fmt.Fprintf(w, "rounds, p99 mergegate/bare: %s; median %.2f×\n", strings.Join(parts, ", "), median)
 	}
 	if rep.Mergegate != nil && rep.Mergegate.BytesPerDeliv > 0 {
 		fmt.Fprintf(w, "deliveries: %d bytes on average; late = waited for --max-inflight or started >1ms after schedule (max %.1f ms)\n",

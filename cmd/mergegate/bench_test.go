@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,7 @@ func TestBenchRefusesNonLoopbackAndBadFlags(t *testing.T) {
 		{"--webhook-secret", "s", "--rate", "fast"},
 		{"--webhook-secret", "s", "--duration", "3h"},
 		{"--webhook-secret", "s", "--count", "-1"},
+		{"--webhook-secret", "s", "--rounds", "0"},
 	} {
 		var out, errb bytes.Buffer
 		t.Setenv("GITHUB_WEBHOOK_SECRET", "")
@@ -128,5 +130,46 @@ func TestBenchAgainstTheBinary(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "bench: mergegate done") {
 		t.Fatalf("stderr: %s", errb.String())
+	}
+}
+
+// --rounds alternates the targets: each round's p99 ratio is reported, and
+// the totals (counts, processing, latencies) are over every round.
+func TestBenchRounds(t *testing.T) {
+	s := startServer(t, t.TempDir()+"/bench.db")
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "--url", s.pub + "/webhook", "--admin-url", s.admin, "--webhook-secret", e2eSecret,
+		"--rate", "400/s", "--count", "100", "--rounds", "3", "--repos", "5", "--poll", "100ms", "--drain", "20s", "--json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Bare == nil || rep.Mergegate == nil || rep.Bare.Acked != 300 || rep.Mergegate.Acked != 300 || rep.Mergegate.Sent != 300 {
+		t.Fatalf("totals: %s", out.String())
+	}
+	if p := rep.Mergegate.Processing; p == nil || p.Processed != 300 || p.Failed != 0 || p.CatchUpSeconds < 0 {
+		t.Fatalf("processing over the rounds: %s", out.String())
+	}
+	if len(rep.Rounds) != 3 {
+		t.Fatalf("%d rounds reported: %s", len(rep.Rounds), out.String())
+	}
+	slowest := 0.0
+	for _, r := range rep.Rounds {
+		if r.BareP99 <= 0 || r.MergegateP99 <= 0 || math.Abs(r.P99Ratio-r.MergegateP99/r.BareP99) > 1e-9 {
+			t.Fatalf("round %+v", r)
+		}
+		slowest = max(slowest, r.MergegateP99)
+	}
+	// The p99 over all rounds is within the rounds' (histogram buckets: 1.6%).
+	if l := rep.Mergegate.Latency; l.P99 <= 0 || l.P99 > slowest*1.02 || l.Max < l.P99 {
+		t.Fatalf("latency over the rounds %+v, slowest round's p99 %.3f", l, slowest)
+	}
+	var text bytes.Buffer
+	rep.print(&text)
+	if !strings.Contains(text.String(), "over 3 rounds") || !strings.Contains(text.String(), "median") {
+		t.Fatalf("text report:\n%s", text.String())
 	}
 }
