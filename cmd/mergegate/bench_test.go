@@ -110,17 +110,7 @@ func TestBenchRefusesNonLoopbackAndBadFlags(t *testing.T) {
 // A short run against the real binary: every 202 is processed, and the
 // report has both targets and their ratio.
 func TestBenchAgainstTheBinary(t *testing.T) {
-	s := startServer(t, t.TempDir()+"/bench.db")
-	var out, errb bytes.Buffer
-	code := run([]string{"bench", "--url", s.pub + "/webhook", "--admin-url", s.admin, "--webhook-secret", e2eSecret,
-		"--rate", "400/s", "--count", "300", "--duration", "10s", "--repos", "7", "--poll", "100ms", "--drain", "20s", "--json"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	var rep benchReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep, out, errb := benchBinary(t, "--count", "300", "--duration", "10s", "--repos", "7")
 	if rep.Bare == nil || rep.Mergegate == nil || rep.Bare.Acked != 300 || rep.Mergegate.Acked != 300 || rep.IngestRatio <= 0 {
 		t.Fatalf("report: %s", out.String())
 	}
@@ -136,17 +126,7 @@ func TestBenchAgainstTheBinary(t *testing.T) {
 // --rounds alternates the targets: each round's p99 ratio is reported, and
 // the totals (counts, processing, latencies) are over every round.
 func TestBenchRounds(t *testing.T) {
-	s := startServer(t, t.TempDir()+"/bench.db")
-	var out, errb bytes.Buffer
-	code := run([]string{"bench", "--url", s.pub + "/webhook", "--admin-url", s.admin, "--webhook-secret", e2eSecret,
-		"--rate", "400/s", "--count", "100", "--rounds", "3", "--repos", "5", "--poll", "100ms", "--drain", "20s", "--json"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	var rep benchReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep, out, _ := benchBinary(t, "--count", "100", "--rounds", "3", "--repos", "5")
 	if rep.Bare == nil || rep.Mergegate == nil || rep.Bare.Acked != 300 || rep.Mergegate.Acked != 300 || rep.Mergegate.Sent != 300 {
 		t.Fatalf("totals: %s", out.String())
 	}
@@ -172,4 +152,22 @@ func TestBenchRounds(t *testing.T) {
 	if !strings.Contains(text.String(), "over 3 rounds") || !strings.Contains(text.String(), "median") {
 		t.Fatalf("text report:\n%s", text.String())
 	}
+}
+
+// benchBinary runs the load tool at 400/s against a fresh server of the
+// real binary, with args added, and returns its JSON report, its output
+// and its stderr.
+func benchBinary(t *testing.T, args ...string) (rep benchReport, out, errb *bytes.Buffer) {
+	t.Helper()
+	s := startServer(t, t.TempDir()+"/bench.db")
+	out, errb = new(bytes.Buffer), new(bytes.Buffer)
+	code := run(append([]string{"bench", "--url", s.pub + "/webhook", "--admin-url", s.admin, "--webhook-secret", e2eSecret,
+		"--rate", "400/s", "--poll", "100ms", "--drain", "20s", "--json"}, args...), out, errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	return rep, out, errb
 }
