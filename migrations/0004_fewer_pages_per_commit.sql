@@ -18,7 +18,7 @@
 --
 -- Storing a delivery went from 8.4 pages to 6.3, applying one from 7.7 to
 -- 5.7 (leasedo's TestCommitsWriteFewPages). The tables are rebuilt, once:
--- 0.4 s for the 71,000 deliveries a 1 M-delivery load run kept.
+-- 3.7 s for a million kept deliveries (a 4 GB database), 0.4 s for 71,000.
 
 CREATE TABLE queue_new (
     id             INTEGER PRIMARY KEY,
