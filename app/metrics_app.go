@@ -103,37 +103,28 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		a.log.Warn().Err(err).Msg("metrics: count deliveries")
 	}
-	tracked, err := s.Tracked(ctx)
+	repos, err := s.Gauges(ctx)
 	if err != nil {
-		a.log.Warn().Err(err).Msg("metrics: list tracked repositories")
+		a.log.Warn().Err(err).Msg("metrics: read repository gauges")
 		return
 	}
-	gauge(descTracked, float64(len(tracked)))
+	gauge(descTracked, float64(len(repos)))
 	now := a.cfg.Clock.Now()
 	tenants := map[string]bool{}
-	for _, t := range tracked {
-		k := t.Key
-		tenants[k.Tenant] = true
-		if items, err := s.Items(ctx, k); err == nil {
-			gauge(descQueueDepth, float64(len(items)), k.Tenant, k.Repo)
-			oldest := 0.0
-			if len(items) > 0 {
-				first := items[0].QueuedAt
-				for _, it := range items[1:] {
-					first = min(first, it.QueuedAt)
-				}
-				oldest = max(now.Sub(time.UnixMilli(first)).Seconds(), 0)
-			}
-			gauge(descOldest, oldest, k.Tenant, k.Repo)
+	for _, g := range repos {
+		tenants[g.Tenant] = true
+		gauge(descQueueDepth, float64(g.QueueDepth), g.Tenant, g.Repo)
+		oldest := 0.0
+		if g.QueueDepth > 0 {
+			oldest = max(now.Sub(g.OldestQueuedAt).Seconds(), 0)
 		}
-		if ls, err := s.Check(ctx, k); err == nil {
-			held, age := 0.0, 0.0
-			if d, ok := leaseAge(ls, s.TTL()); ok {
-				held, age = 1, d.Seconds()
-			}
-			gauge(descLeaseHeld, held, k.Tenant, k.Repo)
-			gauge(descLeaseAge, age, k.Tenant, k.Repo)
+		gauge(descOldest, oldest, g.Tenant, g.Repo)
+		held, age := 0.0, 0.0
+		if d, ok := leaseAge(g.Lease, s.TTL()); ok {
+			held, age = 1, d.Seconds()
 		}
+		gauge(descLeaseHeld, held, g.Tenant, g.Repo)
+		gauge(descLeaseAge, age, g.Tenant, g.Repo)
 	}
 	if fc != nil {
 		for tenant := range tenants {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -457,4 +458,63 @@ func TestTrimDueEveryRepositoryInAStride(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Gauges says, for every tracked repository at once, what Items and Check
+// say one repository at a time; untracked repositories are left out.
+func TestGaugesMatchItemsAndCheck(t *testing.T) {
+	ctx := context.Background()
+	s, clk := openTB(t, Options{})
+	held, stale, empty, untracked := key, Key{Tenant: "42", Repo: "octo/stale"}, Key{Tenant: "7", Repo: "other/empty"}, Key{Tenant: "42", Repo: "octo/untracked"}
+	if err := s.Track(ctx, held, stale, empty); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range []Key{held, held, stale, untracked} {
+		ev := join(10+i, fmt.Sprintf("sha-%d", i))
+		ev.Tenant, ev.Repo = k.Tenant, k.Repo
+		mustProcess(t, s, ev)
+		clk.Advance(time.Second)
+	}
+	if _, err := s.Acquire(ctx, stale, "cron"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute) // past the TTL and the dead time: stale
+	if _, err := s.Acquire(ctx, held, "worker"); err != nil {
+		t.Fatal(err)
+	}
+	gauges, err := s.Gauges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range gauges {
+		items, err := s.Items(ctx, g.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := s.Check(ctx, g.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.QueueDepth != len(items) || leaseText(g.Lease) != leaseText(ls) {
+			t.Errorf("%s: gauges %d %s, Items/Check %d %s", g.Key, g.QueueDepth, leaseText(g.Lease), len(items), leaseText(ls))
+		}
+		if len(items) > 0 && !g.OldestQueuedAt.Equal(time.UnixMilli(items[0].QueuedAt)) {
+			t.Errorf("%s: oldest %v, want %v", g.Key, g.OldestQueuedAt, time.UnixMilli(items[0].QueuedAt))
+		}
+		got = append(got, fmt.Sprintf("%s:%d:%v:%v", g.Key, g.QueueDepth, g.Lease.Locked, g.Lease.Stale))
+	}
+	if want := "42:octo/hello:2:true:false 42:octo/stale:1:false:true 7:other/empty:0:false:false"; strings.Join(got, " ") != want {
+		t.Fatalf("gauges %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+func leaseText(ls LeaseState) string {
+	num := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	return fmt.Sprintf("locked=%v by=%s expires=%s stale=%v age=%s", ls.Locked, ls.HeldBy, num(ls.ExpiresIn), ls.Stale, num(ls.AgeMS))
 }

@@ -3,6 +3,7 @@ package leasedo
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Tracked is one repository mergegate keeps a queue for.
@@ -120,4 +121,80 @@ func (s *Store) Suspended(ctx context.Context, tenant string) (bool, error) {
 		return false, fmt.Errorf("tenant %s: read suspension: %w", tenant, err)
 	}
 	return n > 0, nil
+}
+
+// RepoGauges is what the metrics show of one tracked repository.
+type RepoGauges struct {
+	Key
+	QueueDepth     int
+	OldestQueuedAt time.Time  // zero for an empty queue
+	Lease          LeaseState // zero: no lease row
+}
+
+// Gauges reads every tracked repository's queue depth, oldest queue entry
+// and lease, in one snapshot and three queries however many repositories
+// are tracked. A metrics scrape read them repository by repository (two
+// queries each): 100 repositories cost ~30 ms of a core, once a second
+// under the load tool, and the acknowledgements meanwhile waited for it.
+func (s *Store) Gauges(ctx context.Context) ([]RepoGauges, error) {
+	var out []RepoGauges
+	err := s.db.read(ctx, func(tx *wtx) error {
+		out = out[:0]
+		type queueRow struct {
+			depth  int
+			oldest int64
+		}
+		queues := map[Key]queueRow{}
+		rows, err := tx.QueryContext(ctx, `SELECT tenant, repo, count(*), min(queued_at) FROM queue GROUP BY tenant, repo`)
+		if err != nil {
+			return fmt.Errorf("read queue gauges: %w", err)
+		}
+		for rows.Next() {
+			var k Key
+			var q queueRow
+			if err := rows.Scan(&k.Tenant, &k.Repo, &q.depth, &q.oldest); err != nil {
+				rows.Close()
+				return fmt.Errorf("read queue gauges: %w", err)
+			}
+			queues[k] = q
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("read queue gauges: %w", err)
+		}
+		leases := map[Key]leaseRow{}
+		if rows, err = tx.QueryContext(ctx, `SELECT tenant, repo, ts, held_by, token FROM leases`); err != nil {
+			return fmt.Errorf("read lease gauges: %w", err)
+		}
+		for rows.Next() {
+			var k Key
+			var l leaseRow
+			if err := rows.Scan(&k.Tenant, &k.Repo, &l.ts, &l.heldBy, &l.token); err != nil {
+				rows.Close()
+				return fmt.Errorf("read lease gauges: %w", err)
+			}
+			leases[k] = l
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("read lease gauges: %w", err)
+		}
+		if rows, err = tx.QueryContext(ctx, `SELECT tenant, repo FROM repos ORDER BY tenant, repo`); err != nil {
+			return fmt.Errorf("list tracked repositories: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var g RepoGauges
+			if err := rows.Scan(&g.Tenant, &g.Repo); err != nil {
+				return fmt.Errorf("list tracked repositories: %w", err)
+			}
+			if q, ok := queues[g.Key]; ok {
+				g.QueueDepth, g.OldestQueuedAt = q.depth, time.UnixMilli(q.oldest)
+			}
+			if l, ok := leases[g.Key]; ok {
+				g.Lease = s.leaseState(&l)
+			}
+			out = append(out, g)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
