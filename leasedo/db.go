@@ -536,18 +536,15 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 	res := alongRes{retry: true}
 	if a != nil {
 		defer func() { a.res <- res }()
-		if err := runAlong(ctx, tx, a.fn); err != nil {
-			var dbErr *alongDBError
-			if errors.As(err, &dbErr) { // this transaction cannot go on either
-				return dbErr.err
-			}
-			res = alongRes{err: err} // rolled back alone; ours goes on
+		fnErr, err := savepoint(ctx, tx, func() error { return a.fn(tx) })
+		if err != nil { // this transaction cannot go on either
+			return err
+		}
+		if fnErr != nil {
+			res = alongRes{err: fnErr} // rolled back alone; ours goes on
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		if res.err != nil {
-			res = alongRes{err: res.err}
-		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	db.commits.Add(1)
@@ -557,28 +554,22 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 	return nil
 }
 
-// alongDBError is a savepoint statement's failure: the holder's
-// transaction is not usable any more.
-type alongDBError struct{ err error }
-
-func (e *alongDBError) Error() string { return e.err.Error() }
-
-// runAlong runs a first request's work inside the holder's transaction,
-// under a savepoint: its failure rolls back its own writes alone.
-func runAlong(ctx context.Context, tx *wtx, fn func(tx *wtx) error) error {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT along`); err != nil {
-		return &alongDBError{fmt.Errorf("savepoint: %w", err)}
+// savepoint runs fn under a savepoint of tx: fn's error rolls back fn's
+// writes alone and is returned as fnErr, and the transaction goes on. err
+// is a savepoint statement's own failure: the transaction is not usable.
+func savepoint(ctx context.Context, tx *wtx, fn func() error) (fnErr, err error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT sp`); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	ferr := fn(tx)
-	if ferr != nil {
-		if _, err := tx.ExecContext(ctx, `ROLLBACK TO along`); err != nil {
-			return &alongDBError{fmt.Errorf("roll back: %w (after %v)", err, ferr)}
+	if fnErr = fn(); fnErr != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO sp`); err != nil {
+			return fnErr, fmt.Errorf("roll back: %w (after %v)", err, fnErr)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `RELEASE along`); err != nil {
-		return &alongDBError{fmt.Errorf("release savepoint: %w", err)}
+	if _, err := tx.ExecContext(ctx, `RELEASE sp`); err != nil {
+		return fnErr, fmt.Errorf("release savepoint: %w", err)
 	}
-	return ferr
+	return fnErr, nil
 }
 
 // read runs fn in one read transaction (a consistent snapshot).

@@ -272,25 +272,21 @@ func (s *Store) drainOne(ctx context.Context, tx *wtx, l *Lease, now time.Time, 
 		r.Err, r.Failed = perr, true
 		return r, none, s.recordAttempt(ctx, tx, d, perr, DeliveryFailed, now)
 	}
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT delivery`); err != nil {
-		return r, none, fmt.Errorf("delivery %s: savepoint: %w", d.ID, err)
+	var results []Result
+	var applied bool
+	aerr, err := savepoint(ctx, tx, func() (err error) {
+		results, applied, err = s.applyDelivery(ctx, tx, l, now.UnixMilli(), d.Seq, b)
+		return err
+	})
+	if err != nil {
+		return r, none, fmt.Errorf("delivery %s: %w", d.ID, err)
 	}
-	results, applied, aerr := s.applyDelivery(ctx, tx, l, now.UnixMilli(), d.Seq, b)
 	if aerr == nil {
-		if _, err := tx.ExecContext(ctx, `RELEASE delivery`); err != nil {
-			return r, none, fmt.Errorf("delivery %s: release savepoint: %w", d.ID, err)
-		}
 		if !applied { // cannot happen under the writer lock; kept honest
 			r.Err = errors.New("no longer pending")
 		}
 		r.Results = results
 		return r, none, nil
-	}
-	if _, err := tx.ExecContext(ctx, `ROLLBACK TO delivery`); err != nil {
-		return r, none, fmt.Errorf("delivery %s: roll back: %w (after %v)", d.ID, err, aerr)
-	}
-	if _, err := tx.ExecContext(ctx, `RELEASE delivery`); err != nil {
-		return r, none, fmt.Errorf("delivery %s: release savepoint: %w", d.ID, err)
 	}
 	if databaseFault(ctx, aerr) {
 		return r, none, aerr

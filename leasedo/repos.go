@@ -139,7 +139,6 @@ type RepoGauges struct {
 func (s *Store) Gauges(ctx context.Context) ([]RepoGauges, error) {
 	var out []RepoGauges
 	err := s.db.read(ctx, func(tx *wtx) error {
-		out = out[:0]
 		type queueRow struct {
 			depth  int
 			oldest int64
