@@ -67,6 +67,10 @@ type Server struct {
 
 	inFlight atomic.Int64
 
+	busyMu     sync.Mutex
+	tenantBusy map[string]int // installation -> requests not answered yet
+	tenantPeak map[string]int // installation -> the most at once
+
 	mu            sync.Mutex
 	clock         func() time.Time
 	latency       time.Duration
@@ -125,6 +129,9 @@ func NewWithOptions(t TB, o Options) *Server {
 		done:   make(chan struct{}),
 		tb:     t,
 
+		tenantBusy: map[string]int{},
+		tenantPeak: map[string]int{},
+
 		clock:         o.Clock,
 		rateLimit:     o.RateLimit,
 		nextID:        1000,
@@ -166,6 +173,47 @@ func (s *Server) Close() {
 // hanging on FaultTimeout).
 func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
 
+// PeakInFlight returns the most requests of installation tenant that were
+// being served at once (from authentication until the answer starts): the
+// concurrency GitHub's secondary rate limits look at.
+func (s *Server) PeakInFlight(tenant string) int {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	return s.tenantPeak[tenant]
+}
+
+// busy counts a request of tenant as being served until its answer starts
+// (the returned writer's first WriteHeader or Write) or done is called:
+// a client may send its next request as soon as it has read the answer.
+func (s *Server) busy(tenant string, w http.ResponseWriter) (http.ResponseWriter, func()) {
+	s.busyMu.Lock()
+	s.tenantBusy[tenant]++
+	s.tenantPeak[tenant] = max(s.tenantPeak[tenant], s.tenantBusy[tenant])
+	s.busyMu.Unlock()
+	done := sync.OnceFunc(func() {
+		s.busyMu.Lock()
+		s.tenantBusy[tenant]--
+		s.busyMu.Unlock()
+	})
+	return &answerWriter{ResponseWriter: w, started: done}, done
+}
+
+// answerWriter calls started when the answer starts.
+type answerWriter struct {
+	http.ResponseWriter
+	started func()
+}
+
+func (a *answerWriter) WriteHeader(code int) {
+	a.started()
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	a.started()
+	return a.ResponseWriter.Write(p)
+}
+
 // SetClock replaces the server's clock (token expiry, rate-limit resets,
 // timestamps).
 func (s *Server) SetClock(clock func() time.Time) {
@@ -196,17 +244,11 @@ func tenantOf(r *http.Request) string {
 	return t
 }
 
-// serve is the middleware every request goes through: latency, routing,
-// authentication, faults, rate limit, handler, ETag.
+// serve is the middleware every request goes through: routing,
+// authentication, latency, faults, rate limit, handler, ETag.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
-	s.mu.Lock()
-	latency := s.latency
-	s.mu.Unlock()
-	if latency > 0 && !s.sleep(r.Context(), latency) {
-		return
-	}
 
 	_, pattern := s.mux.Handler(r)
 	route := s.routeOf(pattern)
@@ -227,7 +269,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fault := s.takeFault(route)
+	latency := s.latency
 	s.mu.Unlock()
+	if tenant != "" {
+		var done func()
+		w, done = s.busy(tenant, w)
+		defer done()
+	}
+	if latency > 0 && !s.sleep(r.Context(), latency) {
+		return
+	}
 	// Rate-limit points are per installation token; App (JWT) requests and
 	// GET /rate_limit cost nothing here.
 	rateTenant := tenant
