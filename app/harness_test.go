@@ -165,6 +165,11 @@ func obj(m map[string]any, key string) map[string]any { return m[key].(map[strin
 
 // prPayload edits a pull_request example into PR n at sha with labels.
 func (h *harness) prPayload(action string, n int, sha string, labels ...string) []byte {
+	return h.prPayloadIn(testRepo, action, n, sha, labels...)
+}
+
+// prPayloadIn is prPayload for repository fullName (owner/name).
+func (h *harness) prPayloadIn(fullName, action string, n int, sha string, labels ...string) []byte {
 	file := map[string]string{"labeled": "labeled", "unlabeled": "unlabeled", "synchronize": "synchronize",
 		"closed": "closed", "opened": "opened"}[action]
 	if file == "" {
@@ -173,6 +178,9 @@ func (h *harness) prPayload(action string, n int, sha string, labels ...string) 
 	return h.fixture("pull_request/"+file+".payload.json", func(m map[string]any) {
 		m["action"] = action
 		m["number"] = n
+		repo := obj(m, "repository")
+		repo["full_name"] = fullName
+		repo["name"] = fullName[strings.Index(fullName, "/")+1:]
 		pr := obj(m, "pull_request")
 		pr["number"] = n
 		pr["state"] = "open"

@@ -8,6 +8,8 @@
 // Each installation gets its own transport stack:
 //
 //	go-github → ghinstallation.Transport (installation token, cached and refreshed)
+//	          → inflight (at most InstallationConcurrency requests at once; the
+//	            Timeout; see inflight.go)
 //	          → rateGuard (refuses to send while rate-limited; see ratelimit.go)
 //	          → cacheTransport (ETag conditional GETs; see cache.go)
 //	          → Config.Transport (or http.DefaultTransport)
@@ -48,8 +50,15 @@ type Config struct {
 	// Clock is used for rate-limit decisions (default time.Now).
 	// Installation token expiry is ghinstallation's and uses the wall clock.
 	Clock func() time.Time
-	// Timeout bounds each HTTP request, token refresh included (default 10s).
+	// Timeout bounds each HTTP request, token refresh included (default
+	// 10s), counted from when the request gets one of its installation's
+	// slots (InstallationConcurrency).
 	Timeout time.Duration
+	// InstallationConcurrency bounds the requests one installation has in
+	// flight, whoever sends them (default DefaultInstallationConcurrency,
+	// 4): GitHub asks integrators not to send a token's requests
+	// concurrently (secondary rate limits). Others wait their turn.
+	InstallationConcurrency int
 	// CacheEntries bounds the conditional-request cache (default 10000).
 	CacheEntries int
 	// CacheBytes bounds the conditional-request cache's memory (default
@@ -131,7 +140,8 @@ func (c *Client) installation(tenant string) (*installation, error) {
 		return in, nil
 	}
 	lim := &limiter{tenant: tenant, clock: c.cfg.Clock}
-	below := &rateGuard{lim: lim, next: &cacheTransport{inst: tenant, cache: c.cache, next: c.cfg.Transport}}
+	below := newInflight(c.cfg.InstallationConcurrency, c.cfg.Timeout,
+		&rateGuard{lim: lim, next: &cacheTransport{inst: tenant, cache: c.cache, next: c.cfg.Transport}})
 	// One AppsTransport per installation: ghinstallation mutates it while
 	// refreshing a token, so it must not be shared.
 	atr := ghinstallation.NewAppsTransportFromPrivateKey(below, c.cfg.AppID, c.key)
@@ -140,7 +150,9 @@ func (c *Client) installation(tenant string) (*installation, error) {
 	itr := ghinstallation.NewFromAppsTransport(atr, id)
 	itr.BaseURL = baseNoSlash
 
-	gh := github.NewClient(&http.Client{Transport: itr, Timeout: c.cfg.Timeout})
+	// No Client.Timeout: it would count the wait for a slot; inflight
+	// times each request from when it is sent.
+	gh := github.NewClient(&http.Client{Transport: itr})
 	gh.BaseURL = c.base
 	gh.UploadURL = c.base
 	gh.UserAgent = c.cfg.UserAgent

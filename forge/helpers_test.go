@@ -48,6 +48,8 @@ type envOpts struct {
 	// The conditional-request cache's bounds (0: the defaults).
 	cacheEntries int
 	cacheBytes   int64
+	// perInstallation is Config.InstallationConcurrency (0: the default).
+	perInstallation int
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -63,6 +65,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 		Timeout:      o.timeout,
 		CacheEntries: o.cacheEntries,
 		CacheBytes:   o.cacheBytes,
+
+		InstallationConcurrency: o.perInstallation,
 	})
 	if err != nil {
 		t.Fatalf("forge.New: %v", err)

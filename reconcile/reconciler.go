@@ -52,8 +52,9 @@ type Config struct {
 	// concurrent requests per token (secondary rate limits); 4 is what the
 	// cron always sent to one installation, since Concurrency was 4 and
 	// repositories were worked through installation by installation.
-	// Requests other users of the same forge.Client send (the engine's)
-	// are not counted.
+	// This is the cron's own share, where it checks MinRateRemaining; the
+	// forge.Client bounds every request of the installation, the engine's
+	// included (forge.Config.InstallationConcurrency, also 4).
 	InstallationConcurrency int
 	// MinRateRemaining: below this many rate-limit points left, a tenant's
 	// remaining repositories wait for the next pass (default 100; negative

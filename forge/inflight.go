@@ -1,0 +1,89 @@
+package forge
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// DefaultInstallationConcurrency is how many requests one installation has
+// in flight at most, by default (Config.InstallationConcurrency).
+const DefaultInstallationConcurrency = 4
+
+// inflight is the outermost RoundTripper below ghinstallation: it bounds
+// the requests one installation has in flight, every user of the Client
+// together (the engine's merges and check runs, the cron's listings, token
+// refreshes). GitHub's guidance against secondary rate limits is to send a
+// token's requests one after the other rather than concurrently; the
+// engine runs one goroutine per active repository, so a burst of check
+// results across an organisation's repositories would otherwise send as
+// many requests at once, and the secondary limit that answers blocks the
+// whole installation for a minute or more.
+//
+// A request waits for a slot first (for its context, without a time
+// limit: waiting is not failing), then checks the rate limit (rateGuard,
+// below) and gets its Timeout from then on. The slot is held until the
+// response body is read to its end or closed, so a large page being read
+// still counts as in flight. Waiters are served
+// in arrival order (a channel's blocked senders are).
+type inflight struct {
+	slots   chan struct{}
+	timeout time.Duration
+	next    http.RoundTripper
+}
+
+func newInflight(per int, timeout time.Duration, next http.RoundTripper) *inflight {
+	if per <= 0 {
+		per = DefaultInstallationConcurrency
+	}
+	return &inflight{slots: make(chan struct{}, per), timeout: timeout, next: next}
+}
+
+func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	select {
+	case t.slots <- struct{}{}:
+	case <-ctx.Done():
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		<-t.slots
+		return nil, err
+	}
+	resp.Body = &slotBody{ReadCloser: resp.Body, release: sync.OnceFunc(func() {
+		cancel()
+		<-t.slots
+	})}
+	return resp, nil
+}
+
+// slotBody gives its request's slot back when it is read to the end (or
+// fails) or closed, whichever comes first: go-github's CheckResponse reads
+// an error answer to the end and swaps the body for a copy, so the body it
+// closes afterwards is not this one.
+type slotBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *slotBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.release()
+	}
+	return n, err
+}
+
+func (b *slotBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
