@@ -26,8 +26,8 @@ const DefaultInstallationConcurrency = 4
 // limit: waiting is not failing), then checks the rate limit (rateGuard,
 // below) and gets its Timeout from then on. The slot is held until the
 // response body is read to its end or closed, so a large page being read
-// still counts as in flight. Waiters are served
-// in arrival order (a channel's blocked senders are).
+// still counts as in flight. Waiters are served in arrival order (a
+// channel's blocked senders are).
 type inflight struct {
 	slots   chan struct{}
 	timeout time.Duration

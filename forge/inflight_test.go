@@ -11,8 +11,8 @@ import (
 	"github.com/mergegate/mergegate/forge/fakegithub"
 )
 
-// readAll reads PR #1 of each of repos n times at once and returns the
-// errors.
+// readAll reads PR #1 of each tenant's repository (tenants: installation →
+// owner/name), n times per tenant, all at once, and returns the errors.
 func readAll(e *env, n int, tenants map[string]string) []error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
