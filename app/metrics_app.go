@@ -29,6 +29,10 @@ var (
 		"GitHub REST rate-limit points left for the installation, from the last answer's headers.", []string{"tenant"}, nil)
 	descRateReset = prometheus.NewDesc("mergegate_github_rate_limit_reset_timestamp_seconds",
 		"When the installation's rate-limit window resets.", []string{"tenant"}, nil)
+	descWaited = prometheus.NewDesc("mergegate_github_requests_waited_total",
+		"Requests to GitHub that waited for one of the installation's request slots (at most 4 in flight per installation).", []string{"tenant"}, nil)
+	descWait = prometheus.NewDesc("mergegate_github_request_wait_seconds_total",
+		"Time requests to GitHub spent waiting for one of the installation's request slots, in all.", []string{"tenant"}, nil)
 	descOpRequests = prometheus.NewDesc("mergegate_github_requests_total",
 		"Requests to GitHub by operation (pulls.get, checks.list-for-ref, ...), conditional ones included.", []string{"operation"}, nil)
 	descOpNotModified = prometheus.NewDesc("mergegate_github_not_modified_total",
@@ -58,7 +62,7 @@ func (m *Metrics) attach(a *App) {
 
 func (c appCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueueDepth, descOldest, descLeaseAge, descLeaseHeld, descTracked,
-		descUnapplied, descRate, descRateReset, descOpRequests, descOpNotModified, descConfigured,
+		descUnapplied, descRate, descRateReset, descWaited, descWait, descOpRequests, descOpNotModified, descConfigured,
 		descCronDuration, descCronSuccess, descCronRuns} {
 		ch <- d
 	}
@@ -132,6 +136,9 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 				gauge(descRate, float64(rem), tenant)
 				gauge(descRateReset, float64(reset.Unix()), tenant)
 			}
+			waited, wait := fc.Waits(tenant)
+			counter(descWaited, float64(waited), tenant)
+			counter(descWait, wait.Seconds(), tenant)
 		}
 	}
 }

@@ -60,6 +60,8 @@ func TestMetricsNamesAfterAMergeAndABounce(t *testing.T) {
 		"mergegate_github_not_modified_total",
 		`mergegate_github_rate_limit_remaining{tenant="1"}`,
 		"mergegate_github_rate_limit_reset_timestamp_seconds",
+		`mergegate_github_requests_waited_total{tenant="1"}`,
+		`mergegate_github_request_wait_seconds_total{tenant="1"}`,
 		"mergegate_github_app_configured 1",
 		// the cron
 		"mergegate_reconcile_last_duration_seconds", "mergegate_reconcile_last_success_timestamp_seconds",

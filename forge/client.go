@@ -81,10 +81,12 @@ type Client struct {
 	app   *installation // the App itself (JWT), built on first use; see installations.go
 }
 
-// installation is one tenant's go-github client and rate-limit state.
+// installation is one tenant's go-github client, rate-limit state and
+// request slots (nil for the App's own client).
 type installation struct {
-	gh  *github.Client
-	lim *limiter
+	gh    *github.Client
+	lim   *limiter
+	slots *inflight
 }
 
 // New validates cfg (App id, PEM key, base URL) and returns a Client. No
@@ -156,7 +158,7 @@ func (c *Client) installation(tenant string) (*installation, error) {
 	gh.BaseURL = c.base
 	gh.UploadURL = c.base
 	gh.UserAgent = c.cfg.UserAgent
-	in := &installation{gh: gh, lim: lim}
+	in := &installation{gh: gh, lim: lim, slots: below}
 	c.insts[id] = in
 	return in, nil
 }
@@ -169,6 +171,17 @@ func (c *Client) RateRemaining(tenant string) (remaining int, reset time.Time, k
 		return 0, time.Time{}, false
 	}
 	return in.lim.rate()
+}
+
+// Waits returns how many of the installation's requests had to wait for
+// one of its slots (InstallationConcurrency) and their time waiting, in
+// all, since the Client started.
+func (c *Client) Waits(tenant string) (waited int64, total time.Duration) {
+	in, err := c.installation(tenant)
+	if err != nil {
+		return 0, 0
+	}
+	return in.slots.waited.Load(), time.Duration(in.slots.waitNS.Load())
 }
 
 // Stats returns how many requests were sent and how many of the GETs were

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,9 @@ type inflight struct {
 	slots   chan struct{}
 	timeout time.Duration
 	next    http.RoundTripper
+
+	waited atomic.Int64 // requests that found every slot taken
+	waitNS atomic.Int64 // their time waiting, in all (wall clock: for the operator, decides nothing)
 }
 
 func newInflight(per int, timeout time.Duration, next http.RoundTripper) *inflight {
@@ -45,11 +49,19 @@ func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	select {
 	case t.slots <- struct{}{}:
-	case <-ctx.Done():
-		if req.Body != nil {
-			req.Body.Close() // a RoundTripper closes the body, even on error
+	default:
+		start := time.Now()
+		t.waited.Add(1)
+		select {
+		case t.slots <- struct{}{}:
+			t.waitNS.Add(int64(time.Since(start)))
+		case <-ctx.Done():
+			t.waitNS.Add(int64(time.Since(start)))
+			if req.Body != nil {
+				req.Body.Close() // a RoundTripper closes the body, even on error
+			}
+			return nil, ctx.Err()
 		}
-		return nil, ctx.Err()
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))

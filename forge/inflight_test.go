@@ -69,6 +69,11 @@ func TestOneAtATimeWaitsWithoutTimingOut(t *testing.T) {
 	if got := e.gh.PeakInFlight(tenant); got != 1 {
 		t.Errorf("%d requests at once, want 1", got)
 	}
+	// 8 at once on one slot, 50 ms each: all but the first find it taken
+	// (4 allows for goroutines that start late).
+	if waited, total := e.c.Waits(tenant); waited < 4 || total <= 0 {
+		t.Errorf("Waits = %d requests, %v in all; want at least 4 that waited, for some time", waited, total)
+	}
 }
 
 // A caller that gives up while waiting for a slot gets its context's error
