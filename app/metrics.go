@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,10 @@ type Metrics struct {
 	gateEvals      *prometheus.CounterVec
 	timeToMerge    prometheus.Histogram
 	webhookReqs    *prometheus.CounterVec
+
+	// applied and failed are deliveries_total's sums, for GET
+	// /deliveries/stats: read without a scrape.
+	applied, failed atomic.Int64
 }
 
 // NewMetrics registers mergegate's series (and Go's and the process's) on
@@ -63,6 +68,11 @@ func (m *Metrics) delivery(event, outcome string, _ time.Duration, received, now
 		return
 	}
 	m.deliveries.WithLabelValues(event, outcome).Inc()
+	if outcome == "failed" {
+		m.failed.Add(1)
+	} else {
+		m.applied.Add(1)
+	}
 	if d := now.Sub(received); d >= 0 && outcome != "failed" {
 		m.processLatency.Observe(d.Seconds())
 	}

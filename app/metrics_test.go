@@ -1,8 +1,10 @@
 package app
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +133,40 @@ func TestGitHubEndpointTemplates(t *testing.T) {
 	} {
 		if got := githubEndpoint(c.method, c.path); got != c.want {
 			t.Errorf("githubEndpoint(%s %s) = %q, want %q", c.method, c.path, got, c.want)
+		}
+	}
+}
+
+// GET /deliveries/stats agrees with what was sent: one delivery applied,
+// one kept failed, none pending, and the process's RSS.
+func TestDeliveryStats(t *testing.T) {
+	h := newHarness(t, withoutGitHub)
+	h.mustSend("pull_request", []byte(`{"action":"labeled","pull_request":{"state":"open"},"repository":{"full_name":"Codertocat/Hello-World"},"installation":{"id":1}}`))
+	h.mustSend("pull_request", h.prPayload("labeled", 2, shaB, "automerge"))
+	h.settle()
+
+	resp, err := http.Get(h.admin + "/deliveries/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st DeliveryStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /deliveries/stats = %d, %v", resp.StatusCode, err)
+	}
+	if st.Pending != 0 || st.Failed != 1 || st.AppliedSinceStart != 1 || st.FailedSinceStart != 1 {
+		t.Fatalf("stats = %+v, want 0 pending, 1 failed, 1 applied and 1 failed since start", st)
+	}
+	if runtime.GOOS == "linux" && st.RSSBytes < 1<<20 {
+		t.Errorf("rssBytes = %d, want the process's resident memory", st.RSSBytes)
+	}
+	text := scrape(t, h)
+	for _, want := range []string{
+		`mergegate_deliveries_total{event="pull_request",outcome="failed"} 1`,
+		`mergegate_deliveries_unapplied{state="failed"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s, which the stats answered", want)
 		}
 	}
 }
