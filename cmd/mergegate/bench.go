@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -28,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -47,8 +47,8 @@ Open loop: with --rate, request i starts at start+i/rate whether or not the
 earlier ones were answered (at most --max-inflight at once; a start that had
 to wait for that cap, or that began more than 1 ms after its time, is counted
 late). --rate max sends as fast as --concurrency clients can. Processing is
-read from the admin listener's GET /metrics (mergegate_deliveries_total, the
-deliveries applied to queues). On a noisy machine, --rounds 6 --duration 5s
+read from the admin listener's GET /deliveries/stats (the deliveries applied
+to queues; cheaper than a /metrics scrape). On a noisy machine, --rounds 6 --duration 5s
 alternates the bare handler and mergegate so that both meet the same spells.
 `
 
@@ -80,7 +80,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	var f benchFlags
 	var rate string
 	fs.StringVar(&f.url, "url", envOr("MERGEGATE_BENCH_URL", "http://127.0.0.1:8080/webhook"), "mergegate's POST /webhook (loopback only) (env MERGEGATE_BENCH_URL)")
-	fs.StringVar(&f.adminURL, "admin-url", envOr("MERGEGATE_BENCH_ADMIN_URL", "http://127.0.0.1:8081"), "mergegate's admin listener, for GET /metrics; empty: do not measure processing (env MERGEGATE_BENCH_ADMIN_URL)")
+	fs.StringVar(&f.adminURL, "admin-url", envOr("MERGEGATE_BENCH_ADMIN_URL", "http://127.0.0.1:8081"), "mergegate's admin listener, for GET /deliveries/stats; empty: do not measure processing (env MERGEGATE_BENCH_ADMIN_URL)")
 	fs.StringVar(&f.secret, "webhook-secret", os.Getenv("GITHUB_WEBHOOK_SECRET"), "secret to sign with (the first of a comma-separated list) (env GITHUB_WEBHOOK_SECRET)")
 	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("MERGEGATE_ADMIN_TOKEN"), "bearer token for the admin listener (env MERGEGATE_ADMIN_TOKEN)")
 	fs.StringVar(&rate, "rate", "1000/s", "deliveries per second, open loop (e.g. 1000 or 1000/s), or max: as fast as --concurrency clients can")
@@ -92,7 +92,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to send, per target (at most 2h)")
 	fs.IntVar(&f.count, "count", 0, "deliveries per target; 0: as many as --duration allows (at most 20,000,000)")
 	fs.DurationVar(&f.drain, "drain", time.Minute, "after sending, how long to wait for processing to catch up")
-	fs.DurationVar(&f.poll, "poll", time.Second, "how often GET /metrics is read while sending")
+	fs.DurationVar(&f.poll, "poll", time.Second, "how often GET /deliveries/stats is read while sending")
 	fs.StringVar(&f.payloads, "payloads", "", "folder of GitHub's payload examples (default: testdata/github-webhooks found from here or the binary upwards)")
 	fs.BoolVar(&f.bare, "bare", true, "also run the same load against an in-process bare handler (HMAC check, 202) and report the ratio")
 	fs.BoolVar(&f.target, "target", true, "run against mergegate (false: the bare handler only)")
@@ -116,9 +116,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 
 	rep := benchReport{Rate: f.rate, Repos: f.repos, PRs: f.prs, Duration: f.duration.String(), Count: f.count,
 		Concurrency: f.concurrency, MaxInflight: f.maxInflight}
-	var m *metricsPoller
+	var m *statsPoller
 	if f.target && f.adminURL != "" {
-		m = &metricsPoller{base: strings.TrimRight(f.adminURL, "/"), token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
+		m = &statsPoller{base: strings.TrimRight(f.adminURL, "/"), token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
 	}
 	// Each target's latencies over every round, besides each round's own.
 	var bareAll, targetAll latHist
@@ -486,7 +486,7 @@ type latencyReport struct {
 	Max float64 `json:"max"`
 }
 
-// procReport is what GET /metrics showed of the deliveries' processing.
+// procReport is what GET /deliveries/stats showed of the deliveries' processing.
 type procReport struct {
 	// Processed during the run (from its start until caught up or the
 	// drain timeout); ProcessedPerSec over the same span.
@@ -497,7 +497,7 @@ type procReport struct {
 	// CatchUpSeconds after sending ended until every acknowledged delivery
 	// was processed; -1 if it did not within --drain.
 	CatchUpSeconds float64 `json:"catchUpSeconds"`
-	// MaxPending: largest mergegate_deliveries_unapplied{state="pending"} seen.
+	// MaxPending: the most deliveries seen pending (stored, not applied).
 	MaxPending int64 `json:"maxPending"`
 	Failed     int64 `json:"failedDeliveries"`
 	// RSS of the mergegate process (process_resident_memory_bytes) before
@@ -707,7 +707,7 @@ func (s *loadState) send(ctx context.Context, i int64) {
 var benchTargets atomic.Int64 // each target of a process sends fresh delivery ids
 
 // runLoad sends one target its load and, with m, follows the processing.
-func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string, m *metricsPoller, all *latHist) (targetReport, error) {
+func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string, m *statsPoller, all *latHist) (targetReport, error) {
 	conns := f.maxInflight
 	if f.rate == 0 {
 		conns = f.concurrency
@@ -729,12 +729,12 @@ func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string,
 	if err := warmUp(ctx, s, min(conns, 16)); err != nil {
 		return rep, fmt.Errorf("%s: %w", target, err)
 	}
-	var before metricsSample
+	var before statsSample
 	var poll *pollLoop
 	if m != nil {
 		var err error
 		if before, err = m.sample(ctx); err != nil {
-			return rep, fmt.Errorf("read %s/metrics: %w", m.base, err)
+			return rep, fmt.Errorf("read %s/deliveries/stats: %w", m.base, err)
 		}
 		poll = startPoll(ctx, m, f.poll, before)
 	}
@@ -862,78 +862,57 @@ func warmUp(ctx context.Context, s *loadState, n int) error {
 	return <-errs
 }
 
-// ---- processing, from GET /metrics --------------------------------------
+// ---- processing, from GET /deliveries/stats --------------------------------------
 
-type metricsPoller struct {
+type statsPoller struct {
 	base, token string
 	client      *http.Client
 }
 
-type metricsSample struct {
+type statsSample struct {
 	at        time.Time
-	processed int64 // sum of mergegate_deliveries_total minus failed
+	processed int64 // applied since mergegate started, failed ones not counted
 	failed    int64
 	pending   int64
 	rss       float64 // bytes
 }
 
-func (m *metricsPoller) sample(ctx context.Context) (metricsSample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/metrics", nil)
+func (m *statsPoller) sample(ctx context.Context) (statsSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/deliveries/stats", nil)
 	if err != nil {
-		return metricsSample{}, err
+		return statsSample{}, err
 	}
 	if m.token != "" {
 		req.Header.Set("Authorization", "Bearer "+m.token)
 	}
 	resp, err := m.client.Do(req)
 	if err != nil {
-		return metricsSample{}, err
+		return statsSample{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return metricsSample{}, fmt.Errorf("GET /metrics: status %d", resp.StatusCode)
+		return statsSample{}, fmt.Errorf("GET /deliveries/stats: status %d", resp.StatusCode)
 	}
-	smp := metricsSample{at: time.Now()}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, _ := strings.Cut(line, " ")
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(name, "mergegate_deliveries_total{"):
-			if strings.Contains(name, `outcome="failed"`) {
-				smp.failed += int64(v)
-			} else {
-				smp.processed += int64(v)
-			}
-		case name == `mergegate_deliveries_unapplied{state="pending"}`:
-			smp.pending = int64(v)
-		case name == "process_resident_memory_bytes":
-			smp.rss = v
-		}
+	var st app.DeliveryStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return statsSample{}, fmt.Errorf("GET /deliveries/stats: %w", err)
 	}
-	return smp, sc.Err()
+	return statsSample{at: time.Now(), processed: st.AppliedSinceStart, failed: st.FailedSinceStart,
+		pending: int64(st.Pending), rss: float64(st.RSSBytes)}, nil
 }
 
-// pollLoop samples GET /metrics while the load runs.
+// pollLoop samples GET /deliveries/stats while the load runs.
 type pollLoop struct {
-	m      *metricsPoller
-	before metricsSample
+	m      *statsPoller
+	before statsSample
 	stop   chan struct{}
 	done   chan struct{}
 	mu     sync.Mutex
-	all    []metricsSample
+	all    []statsSample
 }
 
-func startPoll(ctx context.Context, m *metricsPoller, every time.Duration, before metricsSample) *pollLoop {
-	p := &pollLoop{m: m, before: before, stop: make(chan struct{}), done: make(chan struct{}), all: []metricsSample{before}}
+func startPoll(ctx context.Context, m *statsPoller, every time.Duration, before statsSample) *pollLoop {
+	p := &pollLoop{m: m, before: before, stop: make(chan struct{}), done: make(chan struct{}), all: []statsSample{before}}
 	go func() {
 		defer close(p.done)
 		t := time.NewTicker(every)
