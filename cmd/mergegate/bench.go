@@ -48,8 +48,9 @@ earlier ones were answered (at most --max-inflight at once; a start that had
 to wait for that cap, or that began more than 1 ms after its time, is counted
 late). --rate max sends as fast as --concurrency clients can. Processing is
 read from the admin listener's GET /deliveries/stats (the deliveries applied
-to queues; cheaper than a /metrics scrape). On a noisy machine, --rounds 6 --duration 5s
-alternates the bare handler and mergegate so that both meet the same spells.
+to queues; far cheaper than a /metrics scrape, which would weigh on what is
+measured). On a noisy machine, --rounds 6 --duration 5s alternates the bare
+handler and mergegate so that both meet the same spells.
 `
 
 type benchFlags struct {
@@ -500,7 +501,7 @@ type procReport struct {
 	// MaxPending: the most deliveries seen pending (stored, not applied).
 	MaxPending int64 `json:"maxPending"`
 	Failed     int64 `json:"failedDeliveries"`
-	// RSS of the mergegate process (process_resident_memory_bytes) before
+	// RSS of the mergegate process (the stats' rssBytes) before
 	// and after, and the largest seen, in MB.
 	RSSStartMB float64 `json:"rssStartMB"`
 	RSSEndMB   float64 `json:"rssEndMB"`
@@ -862,7 +863,7 @@ func warmUp(ctx context.Context, s *loadState, n int) error {
 	return <-errs
 }
 
-// ---- processing, from GET /deliveries/stats --------------------------------------
+// ---- processing, from GET /deliveries/stats -----------------------------
 
 type statsPoller struct {
 	base, token string
