@@ -272,14 +272,15 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 	}
 	v.Counts = DeliveryCounts{Pending: len(pending), Failed: len(failed)}
 	v.PendingText, v.FailedText, v.FailedCount = countText(len(pending), limit), countText(len(failed), limit), len(failed)
-	audit, err := s.Audit(ctx, k)
+	n := leasedo.AuditCap
+	if !full {
+		n = overviewAudit
+	}
+	audit, err := s.AuditTail(ctx, k, n)
 	if err != nil {
 		return v, err
 	}
 	slices.Reverse(audit) // newest first
-	if !full && len(audit) > overviewAudit {
-		audit = audit[:overviewAudit]
-	}
 	for _, a := range audit {
 		at := msTime(a.TS)
 		v.Audit = append(v.Audit, AuditView{AuditEntry: a, URL: d.prURL(k, a.PRNumber), Ago: since(now.Sub(at)),

@@ -269,6 +269,13 @@ func TestCapsHold(t *testing.T) {
 	if events[0].PRNumber != 161 || events[99].PRNumber != 260 || audit[0].PRNumber != 61 {
 		t.Fatalf("caps keep the newest: first event #%d last #%d first audit #%d", events[0].PRNumber, events[99].PRNumber, audit[0].PRNumber)
 	}
+	// The tail the dashboard's overview reads: the newest few, oldest first.
+	if tail, err := s.AuditTail(ctx, key, 3); err != nil || len(tail) != 3 || tail[0].PRNumber != 258 || tail[2].PRNumber != 260 {
+		t.Fatalf("AuditTail(3) = %+v, %v; want #258..#260", tail, err)
+	}
+	if tail, _ := s.AuditTail(ctx, key, 10*AuditCap); len(tail) != AuditCap {
+		t.Fatalf("AuditTail past the cap = %d entries, want %d", len(tail), AuditCap)
+	}
 	if oe, _ := s.Events(ctx, other); len(oe) != EventCap {
 		t.Fatalf("other repo's events = %d", len(oe))
 	}

@@ -94,9 +94,16 @@ func (s *Store) Events(ctx context.Context, k Key) ([]LoggedEvent, error) {
 
 // Audit returns the audit log of k, oldest first (at most AuditCap).
 func (s *Store) Audit(ctx context.Context, k Key) ([]AuditEntry, error) {
+	return s.AuditTail(ctx, k, AuditCap)
+}
+
+// AuditTail returns the last n entries of k's audit log, oldest first: the
+// dashboard's overview shows a few per repository, and reading every
+// repository's whole log for them was most of its work.
+func (s *Store) AuditTail(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
 	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, action, pr_number, pr_sha, reason FROM
 		(SELECT id, ts, action, pr_number, pr_sha, reason FROM audit
-		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, k.Tenant, k.Repo, AuditCap)
+		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, k.Tenant, k.Repo, min(n, AuditCap))
 	if err != nil {
 		return nil, fmt.Errorf("%s: read audit: %w", k, err)
 	}
