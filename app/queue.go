@@ -124,7 +124,7 @@ func (e *Engine) evaluate(ctx context.Context, l *leasedo.Lease, it leasedo.Item
 		return false, err
 	}
 	start := time.Now()
-	v := forge.EvaluateGate(req, results)
+	v := forge.EvaluateGate(req, results, nil)
 	e.cfg.Metrics.gate(v.Result, time.Since(start))
 	log := e.prLog(k, it.PRNumber, it.PRSha)
 	switch v.Result {

@@ -124,7 +124,7 @@ func TestLifecycleCallBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := forge.EvaluateGate(req, res); v.Result != forge.GateSuccess {
+	if v := forge.EvaluateGate(req, res, nil); v.Result != forge.GateSuccess {
 		t.Fatalf("gate = %+v", v)
 	}
 	usedBeforeRepeat := e.gh.RateLimitUsed()

@@ -15,10 +15,25 @@ import (
 // Required is what a base branch requires before a merge.
 type Required struct {
 	Contexts []string // required check names (check run names or status contexts)
-	Strict   bool     // "require branches to be up to date before merging"
+	// AppIDs binds a required check to the one GitHub App whose check run
+	// satisfies it (branch protection's checks[].app_id, a ruleset's
+	// integration_id); a context not in the map may come from anyone.
+	AppIDs map[string]int64
+	Strict bool // "require branches to be up to date before merging"
 	// Configured is true when branch protection or a ruleset declares
 	// required status checks for the branch (even an empty list).
 	Configured bool
+	// Reviews is the number of approving reviews required (0: none).
+	Reviews int
+	// CodeOwners: a code owner must approve.
+	CodeOwners bool
+	// Conversations: every review conversation must be resolved.
+	Conversations bool
+	// LinearHistory: merge commits are refused; squash or rebase only.
+	LinearHistory bool
+	// MergeQueue: the branch uses GitHub's own merge queue (a ruleset's
+	// merge_queue rule); the merge API refuses direct merges.
+	MergeQueue bool
 }
 
 // Sources of a CheckResult.
@@ -43,6 +58,8 @@ type CheckResult struct {
 	// check runs, updated_at for statuses); used to pick the latest of
 	// several results with the same name and source.
 	At time.Time
+	// AppID is the GitHub App that reported a check run (0 for statuses).
+	AppID int64
 }
 
 // CheckRun is the content of mergegate's own check run.

@@ -308,7 +308,7 @@ func TestCheckRunCreateAndUpdate(t *testing.T) {
 	if len(res) != 1 || res[0].Name != "mergegate" {
 		t.Fatalf("results = %+v", res)
 	}
-	if v := forge.EvaluateGate(forge.Required{}, res); v.Result != forge.GatePending {
+	if v := forge.EvaluateGate(forge.Required{}, res, nil); v.Result != forge.GatePending {
 		t.Errorf("gate with only mergegate's own run = %+v, want pending", v)
 	}
 }

@@ -118,7 +118,7 @@ func TestGitHubExamplesDecode(t *testing.T) {
 			t.Errorf("result %d = %+v, want %+v", i, res[i], want[i])
 		}
 	}
-	if v := forge.EvaluateGate(forge.Required{}, res); v.Result != forge.GateSuccess {
+	if v := forge.EvaluateGate(forge.Required{}, res, nil); v.Result != forge.GateSuccess {
 		t.Errorf("gate of the examples = %+v, want success (neutral counts)", v)
 	}
 

@@ -17,6 +17,9 @@ const (
 type Verdict struct {
 	Result string // GateSuccess, GateFailure or GatePending
 	Reason string
+	// Waiting names, while pending, every required check (or App suite)
+	// that has not concluded, in the order of the requirement.
+	Waiting []string
 }
 
 // outcome of one check.
@@ -48,7 +51,7 @@ const (
 // checks often appear a few seconds after a push, and merging before any
 // check ran would defeat the gate. A repository with no CI at all must say
 // so by requiring nothing and letting a check (e.g. a status) report.
-func EvaluateGate(req Required, results []CheckResult) Verdict {
+func EvaluateGate(req Required, results []CheckResult, suites []CheckSuite) Verdict {
 	// Latest result per (name, source).
 	type key struct{ name, source string }
 	latest := map[key]CheckResult{}
@@ -77,7 +80,7 @@ func EvaluateGate(req Required, results []CheckResult) Verdict {
 		sort.Strings(required)
 	}
 	if len(required) == 0 {
-		return Verdict{GatePending, "no checks reported yet"}
+		return Verdict{Result: GatePending, Reason: "no checks reported yet"}
 	}
 
 	noun := "check"
@@ -94,17 +97,17 @@ func EvaluateGate(req Required, results []CheckResult) Verdict {
 		}
 		if len(found) == 0 {
 			if firstWaiting == nil {
-				firstWaiting = &Verdict{GatePending, fmt.Sprintf("waiting for %s %q, which has not reported yet", noun, name)}
+				firstWaiting = &Verdict{Result: GatePending, Reason: fmt.Sprintf("waiting for %s %q, which has not reported yet", noun, name)}
 			}
 			continue
 		}
 		for _, r := range found {
 			switch outcome(r) {
 			case failed:
-				return Verdict{GateFailure, fmt.Sprintf("%s %q concluded %s", noun, name, r.Conclusion)}
+				return Verdict{Result: GateFailure, Reason: fmt.Sprintf("%s %q concluded %s", noun, name, r.Conclusion)}
 			case waiting:
 				if firstWaiting == nil {
-					firstWaiting = &Verdict{GatePending, fmt.Sprintf("waiting for %s %q", noun, name)}
+					firstWaiting = &Verdict{Result: GatePending, Reason: fmt.Sprintf("waiting for %s %q", noun, name)}
 				}
 			}
 		}
@@ -113,9 +116,9 @@ func EvaluateGate(req Required, results []CheckResult) Verdict {
 		return *firstWaiting
 	}
 	if len(required) == 1 {
-		return Verdict{GateSuccess, fmt.Sprintf("%s %q passed", noun, required[0])}
+		return Verdict{Result: GateSuccess, Reason: fmt.Sprintf("%s %q passed", noun, required[0])}
 	}
-	return Verdict{GateSuccess, fmt.Sprintf("all %d %ss passed", len(required), noun)}
+	return Verdict{Result: GateSuccess, Reason: fmt.Sprintf("all %d %ss passed", len(required), noun)}
 }
 
 func outcome(r CheckResult) int {

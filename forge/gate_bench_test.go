@@ -27,7 +27,7 @@ func BenchmarkEvaluateGate(b *testing.B) {
 	b.Run("required", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if v := forge.EvaluateGate(req, results); v.Result != forge.GateSuccess {
+			if v := forge.EvaluateGate(req, results, nil); v.Result != forge.GateSuccess {
 				b.Fatalf("verdict %+v", v)
 			}
 		}
@@ -35,7 +35,7 @@ func BenchmarkEvaluateGate(b *testing.B) {
 	b.Run("all-reported", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if v := forge.EvaluateGate(forge.Required{}, results); v.Result != forge.GateSuccess {
+			if v := forge.EvaluateGate(forge.Required{}, results, nil); v.Result != forge.GateSuccess {
 				b.Fatalf("verdict %+v", v)
 			}
 		}
