@@ -2,11 +2,6 @@ package forge
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -75,89 +70,6 @@ type CheckRun struct {
 // ignores check runs with this name.
 const DefaultCheckRunName = "mergegate"
 
-// RequiredChecks returns the required status checks of branch: the branch
-// protection's required_status_checks (404 = none) united with the
-// required_status_checks rules of the rulesets that apply to the branch.
-func (c *Client) RequiredChecks(ctx context.Context, tenant, repo, branch string) (Required, error) {
-	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.get-status-checks-protection", tenant, repo)
-	if err != nil {
-		return Required{}, err
-	}
-	var req Required
-	seen := map[string]bool{}
-	add := func(check string) {
-		if check != "" && !seen[check] {
-			seen[check] = true
-			req.Contexts = append(req.Contexts, check)
-		}
-	}
-
-	rsc, _, err := in.gh.Repositories.GetRequiredStatusChecks(ctx, owner, name, branch)
-	switch err = cl.classify(ctx, err, false); {
-	case err == nil:
-		req.Configured = true
-		req.Strict = rsc.Strict
-		if rsc.Checks != nil {
-			for _, ch := range *rsc.Checks {
-				add(ch.Context)
-			}
-		}
-		if rsc.Contexts != nil {
-			for _, check := range *rsc.Contexts {
-				add(check)
-			}
-		}
-	case IsNotFound(err), isPlanWithoutProtection(err):
-		// No protection, or no required checks in it.
-	default:
-		return Required{}, err
-	}
-
-	ctx = withOp(ctx, "repos.get-branch-rules")
-	cl.op = "repos.get-branch-rules"
-	for page := 1; ; {
-		u := fmt.Sprintf("repos/%s/%s/rules/branches/%s?per_page=100&page=%d", owner, name, branch, page)
-		hreq, err := in.gh.NewRequest(http.MethodGet, u, nil)
-		if err != nil {
-			return Required{}, err
-		}
-		var rules []*github.RepositoryRule
-		resp, err := in.gh.Do(ctx, hreq, &rules)
-		if err = cl.classify(ctx, err, false); err != nil {
-			if IsNotFound(err) {
-				break // no rulesets on this server (older GHES)
-			}
-			return Required{}, err
-		}
-		for _, r := range rules {
-			if r.Type != "required_status_checks" || r.Parameters == nil {
-				continue
-			}
-			var p github.RequiredStatusChecksRuleParameters
-			if err := json.Unmarshal(*r.Parameters, &p); err != nil {
-				return Required{}, fmt.Errorf("forge: ruleset %d of %s: %w", r.RulesetID, repo, err)
-			}
-			req.Configured = true
-			req.Strict = req.Strict || p.StrictRequiredStatusChecksPolicy
-			for _, ch := range p.RequiredStatusChecks {
-				add(ch.Context)
-			}
-		}
-		if resp.NextPage == 0 {
-			break
-		}
-		page = resp.NextPage
-	}
-	return req, nil
-}
-
-// isPlanWithoutProtection: private repositories on GitHub Free have no
-// branch protection and answer 403 "Upgrade to GitHub Pro...".
-func isPlanWithoutProtection(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Status == http.StatusForbidden && strings.Contains(ae.Message, "Upgrade to GitHub Pro")
-}
-
 // CheckResults returns every check run (latest per name, all pages) and every
 // commit status (the combined status, all pages) reported on sha.
 func (c *Client) CheckResults(ctx context.Context, tenant, repo, sha string) ([]CheckResult, error) {
@@ -178,7 +90,7 @@ func (c *Client) CheckResults(ctx context.Context, tenant, repo, sha string) ([]
 			if at.IsZero() {
 				at = r.GetStartedAt().Time
 			}
-			out = append(out, CheckResult{Name: r.GetName(), Source: SourceCheckRun, Status: r.GetStatus(), Conclusion: r.GetConclusion(), At: at})
+			out = append(out, CheckResult{Name: r.GetName(), Source: SourceCheckRun, Status: r.GetStatus(), Conclusion: r.GetConclusion(), At: at, AppID: r.GetApp().GetID()})
 		}
 		if resp.NextPage == 0 {
 			break

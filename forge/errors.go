@@ -16,9 +16,10 @@ import (
 
 // Errors returned by Client are sorted for two audiences:
 //
-//   - *MergeError is about the pull request itself: GitHub refused the merge
-//     or the branch update (405, 409, 422). Its Message is GitHub's own words
-//     and AuthorMessage turns it into one sentence for the PR's author.
+//   - *MergeError is GitHub's refusal of a merge or a branch update (403,
+//     405, 409, 422). Its Message is GitHub's own words: RefusalOf sorts it
+//     by whose it is to fix, and AuthorMessage turns the author's ones into
+//     one sentence.
 //   - *RateLimitError, *TransientError and *APIError are for the operator:
 //     wait, retry (after re-reading the PR), or fix configuration
 //     (permissions, installation, key). Their Error strings carry the
@@ -26,11 +27,14 @@ import (
 
 // MergeError is GitHub's refusal to merge or update a pull request.
 type MergeError struct {
-	Op      string // "merge" or "update-branch"
-	Repo    string
-	Number  int
-	SHA     string // the sha guard that was sent
-	Status  int    // 405 not mergeable, 409 head moved, 422 validation
+	Op     string // "merge" or "update-branch"
+	Repo   string
+	Number int
+	SHA    string // the sha guard that was sent
+	// Status: 405 not mergeable, 409 head moved, 422 validation, 403 not
+	// allowed to this App (workflows permission, fork without maintainer
+	// edits); rate-limit 403s are *RateLimitError.
+	Status  int
 	Message string // GitHub's message, e.g. "Pull Request is not mergeable"
 }
 
@@ -58,24 +62,36 @@ func IsHeadModified(err error) bool {
 		(me.Status == http.StatusUnprocessableEntity && strings.Contains(strings.ToLower(me.Message), "expected head sha"))
 }
 
-// AuthorMessage returns one sentence for the PR's author when err is about
-// the pull request (a *MergeError), and false when the problem is the
-// operator's (rate limits, outages, permissions).
+// AuthorMessage returns one sentence for the PR's author when err is
+// GitHub's refusal of the pull request as it stands (a *MergeError but a
+// 403), and false when the problem is the operator's (rate limits,
+// outages, permissions: a 403, even on a merge). The sentence ends with
+// one full stop and does not repeat a "GitHub ..." that GitHub's message
+// already starts with.
 func AuthorMessage(err error) (string, bool) {
 	var me *MergeError
-	if !errors.As(err, &me) {
+	if !errors.As(err, &me) || me.Status == http.StatusForbidden {
 		return "", false
 	}
-	msg := strings.TrimSuffix(strings.TrimSpace(me.Message), ".")
+	msg := strings.TrimRight(strings.TrimSpace(me.Message), ". ")
+	prefixed := func(prefix string) string {
+		if msg == "" {
+			return prefix + "."
+		}
+		if strings.HasPrefix(strings.ToLower(msg), "github ") {
+			return msg + "."
+		}
+		return prefix + ": " + msg + "."
+	}
 	switch {
 	case me.Status == http.StatusMethodNotAllowed:
-		return fmt.Sprintf("GitHub refused to merge this pull request: %s.", msg), true
+		return prefixed("GitHub refused to merge this pull request"), true
 	case IsHeadModified(err):
 		return "The head branch changed after its checks passed, so its new commits must pass the checks before it can be merged.", true
 	case me.Op == "update-branch":
-		return fmt.Sprintf("GitHub could not update this branch with its base: %s.", msg), true
+		return prefixed("GitHub could not update this branch with its base"), true
 	default:
-		return fmt.Sprintf("GitHub rejected the merge request: %s.", msg), true
+		return prefixed("GitHub rejected the merge request"), true
 	}
 }
 
@@ -170,7 +186,8 @@ type call struct {
 }
 
 // classify turns what go-github returned into one of the package's errors.
-// mergeLike selects *MergeError for 405/409/422 answers.
+// mergeLike selects *MergeError for 403/405/409/422 answers (a rate-limit
+// 403 never gets here: rateGuard made it a *RateLimitError).
 func (c call) classify(ctx context.Context, err error, mergeLike bool) error {
 	if err == nil {
 		return nil
@@ -212,7 +229,7 @@ func (c call) fromStatus(status int, msg string, err error, mergeLike bool) erro
 	switch {
 	case status >= 500:
 		return &TransientError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: status, Err: err}
-	case mergeLike && (status == http.StatusMethodNotAllowed || status == http.StatusConflict || status == http.StatusUnprocessableEntity):
+	case mergeLike && (status == http.StatusForbidden || status == http.StatusMethodNotAllowed || status == http.StatusConflict || status == http.StatusUnprocessableEntity):
 		return &MergeError{Op: c.op, Repo: c.repo, Number: c.number, SHA: c.sha, Status: status, Message: msg}
 	default:
 		if msg == "" {

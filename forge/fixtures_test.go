@@ -50,7 +50,9 @@ func serveFixtures(t *testing.T, routes map[string]func(w http.ResponseWriter, r
 		t.Fatal(err)
 	}
 	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	c, err := forge.New(forge.Config{BaseURL: srv.URL + "/", AppID: 1, PrivateKey: pemKey})
+	// App id 7: the examples' App (octoapp) is id 1, and CheckSuites leaves
+	// out the Client's own App.
+	c, err := forge.New(forge.Config{BaseURL: srv.URL + "/", AppID: 7, PrivateKey: pemKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,18 +69,20 @@ func file(t *testing.T, status int, name string) func(http.ResponseWriter, *http
 
 func TestGitHubExamplesDecode(t *testing.T) {
 	c := serveFixtures(t, map[string]func(http.ResponseWriter, *http.Request){
-		"GET /repos/octocat/Hello-World/pulls/1347":                                        file(t, 200, "pulls_get.200.json"),
-		"GET /repos/octocat/Hello-World/pulls":                                             file(t, 200, "pulls_list.200.json"),
-		"GET /repos/octocat/Hello-World/branches/master/protection/required_status_checks": file(t, 200, "repos_get-status-checks-protection.200.json"),
-		"GET /repos/octocat/Hello-World/rules/branches/master":                             file(t, 200, "repos_get-branch-rules.200.json"),
-		"GET /repos/octocat/Hello-World/commits/{ref}/check-runs":                          file(t, 200, "checks_list-for-ref.200.json"),
-		"GET /repos/octocat/Hello-World/commits/{ref}/status":                              file(t, 200, "repos_get-combined-status-for-ref.200.json"),
-		"PUT /repos/octocat/Hello-World/pulls/1347/merge":                                  file(t, 200, "pulls_merge.200.json"),
-		"PUT /repos/octocat/Hello-World/pulls/1/merge":                                     file(t, 405, "pulls_merge.405.json"),
-		"PUT /repos/octocat/Hello-World/pulls/2/merge":                                     file(t, 409, "pulls_merge.409.json"),
-		"PUT /repos/octocat/Hello-World/pulls/1347/update-branch":                          file(t, 202, "pulls_update-branch.202.json"),
-		"POST /repos/octocat/Hello-World/check-runs":                                       file(t, 201, "checks_create.201.example-of-completed-conclusion.json"),
-		"GET /installation/repositories":                                                   file(t, 200, "apps_list-repos-accessible-to-installation.200.json"),
+		"GET /repos/octocat/Hello-World/pulls/1347":                 file(t, 200, "pulls_get.200.json"),
+		"GET /repos/octocat/Hello-World/pulls":                      file(t, 200, "pulls_list.200.json"),
+		"GET /repos/octocat/Hello-World/branches/master/protection": file(t, 200, "repos_get-branch-protection.200.json"),
+		"GET /repos/octocat/Hello-World/commits/{ref}/check-suites": file(t, 200, "checks_list-suites-for-ref.200.json"),
+		"GET /repos/octocat/Hello-World/pulls/1347/reviews":         file(t, 200, "pulls_list-reviews.200.json"),
+		"GET /repos/octocat/Hello-World/rules/branches/master":      file(t, 200, "repos_get-branch-rules.200.json"),
+		"GET /repos/octocat/Hello-World/commits/{ref}/check-runs":   file(t, 200, "checks_list-for-ref.200.json"),
+		"GET /repos/octocat/Hello-World/commits/{ref}/status":       file(t, 200, "repos_get-combined-status-for-ref.200.json"),
+		"PUT /repos/octocat/Hello-World/pulls/1347/merge":           file(t, 200, "pulls_merge.200.json"),
+		"PUT /repos/octocat/Hello-World/pulls/1/merge":              file(t, 405, "pulls_merge.405.json"),
+		"PUT /repos/octocat/Hello-World/pulls/2/merge":              file(t, 409, "pulls_merge.409.json"),
+		"PUT /repos/octocat/Hello-World/pulls/1347/update-branch":   file(t, 202, "pulls_update-branch.202.json"),
+		"POST /repos/octocat/Hello-World/check-runs":                file(t, 201, "checks_create.201.example-of-completed-conclusion.json"),
+		"GET /installation/repositories":                            file(t, 200, "apps_list-repos-accessible-to-installation.200.json"),
 	})
 	ctx := t.Context()
 	const r = "octocat/Hello-World"
@@ -96,16 +100,34 @@ func TestGitHubExamplesDecode(t *testing.T) {
 	if err != nil || len(prs) != 1 || prs[0].Number != 1347 {
 		t.Errorf("ListOpenPRs = %+v, %v", prs, err)
 	}
+	if pr.BaseSHA != "6dcb09b5b57875f334f61aebed695e2e4193db5e" || pr.Fork || !pr.MaintainerCanModify || pr.AutoMergeMethod != "" ||
+		pr.Methods == nil || *pr.Methods != (forge.MergeMethods{Merge: true, Squash: true, Rebase: true}) {
+		t.Errorf("GetPR facts = base %s fork %v mcm %v auto %q methods %+v", pr.BaseSHA, pr.Fork, pr.MaintainerCanModify, pr.AutoMergeMethod, pr.Methods)
+	}
+	// The protection example: no "strict" (false), reviews, linear
+	// history and conversation resolution on.
 	req, err := c.RequiredChecks(ctx, "1", r, "master")
-	if err != nil || !req.Configured || !req.Strict || !slices.Equal(req.Contexts, []string{"continuous-integration/travis-ci"}) {
-		t.Errorf("RequiredChecks = %+v, %v", req, err)
+	wantReq := forge.Required{Contexts: []string{"continuous-integration/travis-ci"}, Configured: true,
+		Reviews: 2, CodeOwners: true, Conversations: true, LinearHistory: true}
+	if err != nil || !slices.Equal(req.Contexts, wantReq.Contexts) || req.AppIDs != nil || req.Strict != wantReq.Strict || req.Configured != wantReq.Configured ||
+		req.Reviews != wantReq.Reviews || req.CodeOwners != wantReq.CodeOwners || req.Conversations != wantReq.Conversations ||
+		req.LinearHistory != wantReq.LinearHistory || req.MergeQueue {
+		t.Errorf("RequiredChecks = %+v, %v; want %+v", req, err, wantReq)
+	}
+	suites, err := c.CheckSuites(ctx, "1", r, "d6fde92930d4715a2b49857d24b940956b26d2d3")
+	if err != nil || len(suites) != 1 || suites[0] != (forge.CheckSuite{AppID: 1, AppSlug: "octoapp", Status: "completed", Conclusion: "neutral", Runs: 1}) {
+		t.Errorf("CheckSuites = %+v, %v", suites, err)
+	}
+	reviews, err := c.Reviews(ctx, "1", r, 1347)
+	if err != nil || reviews.Approvals != 1 || len(reviews.ChangesRequested) != 0 {
+		t.Errorf("Reviews = %+v, %v", reviews, err)
 	}
 	res, err := c.CheckResults(ctx, "1", r, "6dcb09b5b57875f334f61aebed695e2e4193db5e")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []forge.CheckResult{
-		{Name: "mighty_readme", Source: "check_run", Status: "completed", Conclusion: "neutral", At: time.Date(2018, 5, 4, 1, 14, 52, 0, time.UTC)},
+		{Name: "mighty_readme", Source: "check_run", Status: "completed", Conclusion: "neutral", At: time.Date(2018, 5, 4, 1, 14, 52, 0, time.UTC), AppID: 1},
 		{Name: "continuous-integration/jenkins", Source: "status", Status: "completed", Conclusion: "success", At: time.Date(2012, 7, 20, 1, 19, 13, 0, time.UTC)},
 		{Name: "security/brakeman", Source: "status", Status: "completed", Conclusion: "success", At: time.Date(2012, 8, 20, 1, 19, 13, 0, time.UTC)},
 	}
@@ -114,7 +136,7 @@ func TestGitHubExamplesDecode(t *testing.T) {
 	}
 	for i := range want {
 		if res[i].Name != want[i].Name || res[i].Source != want[i].Source || res[i].Status != want[i].Status ||
-			res[i].Conclusion != want[i].Conclusion || !res[i].At.Equal(want[i].At) {
+			res[i].Conclusion != want[i].Conclusion || !res[i].At.Equal(want[i].At) || res[i].AppID != want[i].AppID {
 			t.Errorf("result %d = %+v, want %+v", i, res[i], want[i])
 		}
 	}

@@ -125,7 +125,9 @@ func (c *Client) ListOpenPRs(ctx context.Context, tenant, repo string) ([]PR, er
 // returns the merge commit's sha.
 //
 // Errors: *MergeError 405 (not mergeable; GitHub's reason in Message),
-// 409 (head moved: IsHeadModified) or 422; *TransientError on 5xx or a
+// 409 (head moved: IsHeadModified), 422, or 403 (e.g. a change under
+// .github/workflows without the workflows permission; RefusalOf sorts
+// them); *TransientError on 5xx or a
 // timeout, when the merge may or may not have happened: re-read the PR
 // before retrying.
 func (c *Client) Merge(ctx context.Context, tenant, repo string, number int, sha, method string) (string, error) {
@@ -157,7 +159,8 @@ func (c *Client) Merge(ctx context.Context, tenant, repo string, number int, sha
 // UpdateBranch asks GitHub to merge the base branch into the PR's head
 // (202 Accepted is success: GitHub does it in the background and a
 // pull_request synchronize event follows). expectedHeadSHA guards against a
-// head that moved (IsHeadModified).
+// head that moved (IsHeadModified). Refusals are *MergeError (403, 422),
+// sorted by RefusalOf.
 func (c *Client) UpdateBranch(ctx context.Context, tenant, repo string, number int, expectedHeadSHA string) error {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "pulls.update-branch", tenant, repo)
 	if err != nil {
@@ -213,8 +216,16 @@ func toPR(p *github.PullRequest) PR {
 		AutoMerge:      p.AutoMerge != nil,
 		MergeableState: p.GetMergeableState(),
 		Mergeable:      p.Mergeable,
-		CreatedAt:      p.GetCreatedAt().Time,
-		UpdatedAt:      p.GetUpdatedAt().Time,
+		BaseSHA:        p.GetBase().GetSHA(),
+		// A deleted fork leaves head.repo null.
+		Fork:                p.GetHead().GetRepo() == nil || p.GetHead().GetRepo().GetFullName() != p.GetBase().GetRepo().GetFullName(),
+		MaintainerCanModify: p.GetMaintainerCanModify(),
+		AutoMergeMethod:     p.GetAutoMerge().GetMergeMethod(),
+		CreatedAt:           p.GetCreatedAt().Time,
+		UpdatedAt:           p.GetUpdatedAt().Time,
+	}
+	if r := p.GetBase().GetRepo(); r != nil && r.AllowMergeCommit != nil && r.AllowSquashMerge != nil && r.AllowRebaseMerge != nil {
+		pr.Methods = &MergeMethods{Merge: *r.AllowMergeCommit, Squash: *r.AllowSquashMerge, Rebase: *r.AllowRebaseMerge}
 	}
 	if !pr.Merged && p.MergedAt != nil {
 		pr.Merged = true // the list endpoint has merged_at but no merged

@@ -1,0 +1,73 @@
+package forge_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/mergegate/mergegate/forge"
+)
+
+// GitHub's own messages, as bots quoting them report them (see the fake's
+// messages.go for where each was confirmed).
+func TestRefusalOf(t *testing.T) {
+	merge := func(status int, msg string) error {
+		return &forge.MergeError{Op: "merge", Repo: "o/r", Number: 1, SHA: "abc", Status: status, Message: msg}
+	}
+	update := func(status int, msg string) error {
+		return &forge.MergeError{Op: "update-branch", Repo: "o/r", Number: 1, SHA: "abc", Status: status, Message: msg}
+	}
+	cases := []struct {
+		err  error
+		want forge.Refusal
+	}{
+		{merge(405, "Pull Request is not mergeable"), forge.RefusedConflict},
+		{update(422, "merge conflict between base and head"), forge.RefusedConflict},
+		{merge(405, `Required status check "ci/build" is expected.`), forge.RefusedChecks},
+		{merge(405, "Pull Request is still a draft"), forge.RefusedDraft},
+		{update(422, "Pull request is closed"), forge.RefusedClosed},
+		{merge(409, "Head branch was modified. Review and try the merge again."), forge.RefusedHeadModified},
+		{update(422, "expected head sha didn't match current head ref."), forge.RefusedHeadModified},
+		{merge(405, "Base branch was modified. Review and try the merge again."), forge.RefusedBaseModified},
+		{merge(405, "Head branch is not up to date with the base branch"), forge.RefusedBehind},
+		{merge(405, "At least 1 approving review is required by reviewers with write access."), forge.RefusedReview},
+		{merge(405, "At least 2 approving reviews are required by reviewers with write access."), forge.RefusedReview},
+		{merge(405, "Changes requested by reviewers with write access."), forge.RefusedReview},
+		{update(422, "There are no new commits on the base branch."), forge.RefusedNoNewCommits},
+		{merge(405, "Merge commits are not allowed on this repository."), forge.RefusedMethod},
+		{merge(405, "Squash merges are not allowed on this repository."), forge.RefusedMethod},
+		{merge(405, "Rebase merges are not allowed on this repository."), forge.RefusedMethod},
+		{merge(405, "This branch must not contain merge commits."), forge.RefusedMethod},
+		{merge(405, "Changes must be made through the merge queue"), forge.RefusedMergeQueue},
+		{merge(405, "You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information."), forge.RefusedNotAuthorized},
+		{update(403, "user doesn't have permission to update head repository"), forge.RefusedNotAuthorized},
+		{merge(403, "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission"), forge.RefusedWorkflows},
+		{update(403, "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission"), forge.RefusedWorkflows},
+		{&forge.APIError{Op: "merge", Status: 403, Message: "Resource not accessible by integration"}, forge.RefusedNotAuthorized},
+		{merge(405, "Something GitHub has not said before"), forge.RefusedOther},
+	}
+	for _, c := range cases {
+		var msg string
+		var me *forge.MergeError
+		var ae *forge.APIError
+		if errors.As(c.err, &me) {
+			msg = me.Message
+		} else if errors.As(c.err, &ae) {
+			msg = ae.Message
+		}
+		got, gotMsg, ok := forge.RefusalOf(c.err)
+		if !ok || got != c.want || gotMsg != msg {
+			t.Errorf("RefusalOf(%v) = %d, %q, %v; want %d, %q, true", c.err, got, gotMsg, ok, c.want, msg)
+		}
+	}
+	for _, err := range []error{
+		&forge.APIError{Op: "pulls.get", Status: 403, Message: "Resource not accessible by integration"},
+		&forge.APIError{Op: "merge", Status: 404, Message: "Not Found"},
+		&forge.RateLimitError{Tenant: "1", Status: 403},
+		&forge.TransientError{Op: "merge", Status: 502},
+		errors.New("anything"),
+	} {
+		if r, msg, ok := forge.RefusalOf(err); ok {
+			t.Errorf("RefusalOf(%v) = %d, %q, true; want not a refusal", err, r, msg)
+		}
+	}
+}
