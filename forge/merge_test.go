@@ -203,12 +203,17 @@ func TestUpdateBranch(t *testing.T) {
 	if len(ups) != 1 || ups[0].FromSHA != "old" || ups[0].ToSHA == "old" || ups[0].PRNumber != 8 {
 		t.Fatalf("branch updates = %+v", ups)
 	}
+	// The new head's mergeability is computed in the background: the
+	// first read says so, the next one has it.
 	pr, err = e.c.GetPR(e.ctx, tenant, repo, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr.HeadSHA != ups[0].ToSHA || pr.MergeableState != "clean" {
-		t.Errorf("after update: head %q state %q", pr.HeadSHA, pr.MergeableState)
+	if pr.HeadSHA != ups[0].ToSHA || pr.MergeableState != "unknown" || pr.Mergeable != nil {
+		t.Errorf("first read after update: head %q state %q mergeable %v, want unknown, nil", pr.HeadSHA, pr.MergeableState, pr.Mergeable)
+	}
+	if pr, err = e.c.GetPR(e.ctx, tenant, repo, 8); err != nil || pr.MergeableState != "clean" {
+		t.Errorf("second read after update: state %q, %v; want clean", pr.MergeableState, err)
 	}
 	if _, err := e.c.Merge(e.ctx, tenant, repo, 8, "old", "merge"); !forge.IsHeadModified(err) {
 		t.Errorf("merging the pre-update sha: %v, want 409", err)

@@ -141,7 +141,33 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request) {
 	if pr == nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.prJSON(rp, pr, true))
+	o := s.prJSON(rp, pr, true)
+	if pr.unknownReads > 0 && pr.State == "open" {
+		// GitHub is still computing mergeability after a move.
+		pr.unknownReads--
+		o["mergeable"], o["rebaseable"], o["mergeable_state"] = nil, nil, "unknown"
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.fullRepoJSON(rp))
+}
+
+func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "pull_number")
+	if pr == nil {
+		return
+	}
+	out := []obj{}
+	for _, rv := range paginate(w, r, rp.reviews[pr.Number]) {
+		out = append(out, s.reviewJSON(rp, pr, rv))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
@@ -161,19 +187,30 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		method = "merge"
 	}
 	_, strict, _ := rp.required(pr.BaseRef)
+	rules := rp.rulesOf(pr.BaseRef)
 	switch {
 	case method != "merge" && method != "squash" && method != "rebase":
 		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
 	case pr.State != "open":
-		writeError(w, http.StatusMethodNotAllowed, "Pull Request is not mergeable")
+		writeError(w, http.StatusMethodNotAllowed, MsgNotMergeable)
 	case body.SHA != "" && body.SHA != pr.HeadSHA:
-		writeError(w, http.StatusConflict, "Head branch was modified. Review and try the merge again.")
+		writeError(w, http.StatusConflict, MsgHeadModified)
 	case pr.Draft:
-		writeError(w, http.StatusMethodNotAllowed, "Pull Request is still a draft")
+		writeError(w, http.StatusMethodNotAllowed, MsgDraft)
+	case rules.mergeQueue:
+		writeError(w, http.StatusMethodNotAllowed, MsgMergeQueue)
+	case rules.pushRestricted:
+		writeError(w, http.StatusMethodNotAllowed, MsgNotAuthorized)
+	case pr.TouchesWorkflows && !s.workflows:
+		writeError(w, http.StatusForbidden, fmt.Sprintf(MsgWorkflowsFormat, workflowFile))
+	case rp.methodProblem(pr.BaseRef, method) != "":
+		writeError(w, http.StatusMethodNotAllowed, rp.methodProblem(pr.BaseRef, method))
 	case pr.Unmergeable:
-		writeError(w, http.StatusMethodNotAllowed, "Pull Request is not mergeable")
+		writeError(w, http.StatusMethodNotAllowed, MsgNotMergeable)
 	case pr.Behind && strict:
-		writeError(w, http.StatusMethodNotAllowed, "Head branch is not up to date with the base branch")
+		writeError(w, http.StatusMethodNotAllowed, MsgBehind)
+	case rp.reviewProblem(pr) != "":
+		writeError(w, http.StatusMethodNotAllowed, rp.reviewProblem(pr))
 	case rp.requiredProblem(pr) != "":
 		writeError(w, http.StatusMethodNotAllowed, rp.requiredProblem(pr))
 	default:
@@ -181,16 +218,15 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		commit := DeriveSHA(pr.HeadSHA, method, "merge")
 		pr.State, pr.Merged, pr.MergeCommitSHA = "closed", true, commit
 		pr.MergedAt, pr.ClosedAt, pr.UpdatedAt = now, now, now
-		rp.branches[pr.BaseRef] = commit
-		for _, other := range rp.prs {
-			if other != pr && other.State == "open" && other.BaseRef == pr.BaseRef {
-				other.Behind = true
-			}
-		}
+		s.moveBase(rp, pr.BaseRef, commit, pr)
 		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit})
 		writeJSON(w, http.StatusOK, obj{"sha": commit, "merged": true, "message": "Pull Request successfully merged"})
 	}
 }
+
+// workflowFile is the workflow a PR with TouchesWorkflows changes, as
+// GitHub's 403 names it.
+const workflowFile = ".github/workflows/ci.yml"
 
 func (s *Server) updateBranch(w http.ResponseWriter, r *http.Request) {
 	rp, pr := s.prOf(w, r, "pull_number")
@@ -205,18 +241,23 @@ func (s *Server) updateBranch(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case pr.State != "open":
-		writeError(w, http.StatusUnprocessableEntity, "Pull request is closed")
+		writeError(w, http.StatusUnprocessableEntity, MsgUpdateClosed)
 	case body.ExpectedHeadSHA != "" && body.ExpectedHeadSHA != pr.HeadSHA:
-		writeError(w, http.StatusUnprocessableEntity, "expected head sha didn't match current head ref.")
+		writeError(w, http.StatusUnprocessableEntity, MsgExpectedHeadSHA)
+	case pr.Fork && !pr.MaintainerCanModify:
+		writeError(w, http.StatusForbidden, MsgHeadRepoPermission)
+	case pr.TouchesWorkflows && !s.workflows:
+		writeError(w, http.StatusForbidden, fmt.Sprintf(MsgWorkflowsFormat, workflowFile))
 	case pr.Unmergeable:
-		writeError(w, http.StatusUnprocessableEntity, "merge conflict between base and head")
+		writeError(w, http.StatusUnprocessableEntity, MsgUpdateConflict)
 	case !pr.Behind:
-		writeError(w, http.StatusUnprocessableEntity, "There are no new commits on the base branch.")
+		writeError(w, http.StatusUnprocessableEntity, MsgNoNewCommits)
 	default:
 		from := pr.HeadSHA
 		pr.HeadSHA = DeriveSHA(from, "update")
 		pr.Behind = false
 		pr.UpdatedAt = s.now()
+		pr.unknownReads = s.unknownReads
 		s.rec.updates = append(s.rec.updates, BranchUpdate{Repo: rp.fullName, PRNumber: pr.Number, FromSHA: from, ToSHA: pr.HeadSHA})
 		writeJSON(w, http.StatusAccepted, obj{
 			"message": "Updating pull request branch.",
@@ -231,15 +272,12 @@ func (s *Server) getProtection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	branch := r.PathValue("branch")
-	rc := rp.protection[branch]
-	if rc == nil {
+	b := rp.protection[branch]
+	if b == nil {
 		writeError(w, http.StatusNotFound, "Branch not protected")
 		return
 	}
-	writeJSON(w, http.StatusOK, obj{
-		"url":                    s.apiURL("repos/%s/branches/%s/protection", rp.fullName, branch),
-		"required_status_checks": s.requiredChecksJSON(rp, branch, rc),
-	})
+	writeJSON(w, http.StatusOK, s.protectionJSON(rp, branch, b))
 }
 
 func (s *Server) getRequiredChecks(w http.ResponseWriter, r *http.Request) {
@@ -248,12 +286,13 @@ func (s *Server) getRequiredChecks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	branch := r.PathValue("branch")
-	rc := rp.protection[branch]
-	if rc == nil {
-		writeError(w, http.StatusNotFound, "Branch not protected")
+	b := rp.protection[branch]
+	if b == nil || b.checks == nil {
+		// GitHub's answer for a protected branch without required checks.
+		writeError(w, http.StatusNotFound, "Required status checks not enabled")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.requiredChecksJSON(rp, branch, rc))
+	writeJSON(w, http.StatusOK, s.requiredChecksJSON(rp, branch, b.checks))
 }
 
 func (s *Server) getBranchRules(w http.ResponseWriter, r *http.Request) {
@@ -262,21 +301,8 @@ func (s *Server) getBranchRules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rules := []obj{}
-	if rc := rp.rulesets[r.PathValue("branch")]; rc != nil {
-		checks := []obj{}
-		for _, c := range rc.contexts {
-			checks = append(checks, obj{"context": c})
-		}
-		rules = append(rules, obj{
-			"type":                "required_status_checks",
-			"ruleset_source_type": "Repository",
-			"ruleset_source":      rp.fullName,
-			"ruleset_id":          rc.id,
-			"parameters": obj{
-				"required_status_checks":               checks,
-				"strict_required_status_checks_policy": rc.strict,
-			},
-		})
+	if b := rp.rulesets[r.PathValue("branch")]; b != nil {
+		rules = s.rulesJSON(rp, b)
 	}
 	writeJSON(w, http.StatusOK, paginate(w, r, rules))
 }

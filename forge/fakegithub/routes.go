@@ -27,6 +27,9 @@ const (
 	RouteCreateCommitStatus = "POST /repos/{owner}/{repo}/statuses/{sha}"
 	RouteListInstallations  = "GET /app/installations"
 	RouteIssueEvents        = "GET /repos/{owner}/{repo}/issues/{issue_number}/events"
+	RouteGetRepo            = "GET /repos/{owner}/{repo}"
+	RouteListReviews        = "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews"
+	RouteListCheckSuites    = "GET /repos/{owner}/{repo}/commits/{ref}/check-suites"
 )
 
 // Routes lists every route the server answers.
@@ -36,7 +39,7 @@ func Routes() []string {
 		RouteMerge, RouteUpdateBranch, RouteGetProtection, RouteGetRequiredChecks, RouteGetBranchRules,
 		RouteListCheckRuns, RouteCombinedStatus, RouteCreateComment, RouteRemoveLabel,
 		RouteCreateCheckRun, RouteUpdateCheckRun, RouteCreateCommitStatus,
-		RouteListInstallations, RouteIssueEvents,
+		RouteListInstallations, RouteIssueEvents, RouteGetRepo, RouteListReviews, RouteListCheckSuites,
 		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
 	}
 }
@@ -62,6 +65,9 @@ func (s *Server) routes() {
 		RouteCreateCommitStatus: s.createCommitStatus,
 		RouteListInstallations:  s.listInstallations,
 		RouteIssueEvents:        s.listIssueEvents,
+		RouteGetRepo:            s.getRepo,
+		RouteListReviews:        s.listReviews,
+		RouteListCheckSuites:    s.listCheckSuites,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")

@@ -51,6 +51,16 @@ type Options struct {
 	PrivateKey *rsa.PrivateKey // default: a key generated once per process
 	Clock      func() time.Time
 	RateLimit  int // per installation per hour, default 5000
+	// MergeableUnknownReads is how many GET /pulls/{n} answer "mergeable":
+	// null, "mergeable_state": "unknown" after the PR's base branch moved
+	// (a merge into it, SetBaseHead) or its head changed: GitHub computes
+	// mergeability in the background and the first read after a move is
+	// null. 0 means the default, 1; a negative value turns it off (see
+	// also SetMergeableUnknownReads).
+	MergeableUnknownReads int
+	// WorkflowsPermission gives the App the workflows permission: PRs that
+	// touch .github/workflows can be merged and updated.
+	WorkflowsPermission bool
 }
 
 // Server is the fake GitHub.
@@ -81,6 +91,8 @@ type Server struct {
 	installations map[string]bool
 	suspended     map[string]time.Time // installation -> suspended_at
 	repos         map[string]*repo
+	unknownReads  int  // Options.MergeableUnknownReads, resolved
+	workflows     bool // the App has the workflows permission
 	faults        []*faultRule
 	rec           records
 	manifest      manifestState // the App manifest flow (manifest.go)
@@ -120,6 +132,12 @@ func NewWithOptions(t TB, o Options) *Server {
 	if o.RateLimit <= 0 {
 		o.RateLimit = 5000
 	}
+	switch {
+	case o.MergeableUnknownReads == 0:
+		o.MergeableUnknownReads = 1
+	case o.MergeableUnknownReads < 0:
+		o.MergeableUnknownReads = 0
+	}
 	s := &Server{
 		prefix: "/" + strings.Trim(o.PathPrefix, "/"),
 		mux:    http.NewServeMux(),
@@ -140,6 +158,8 @@ func NewWithOptions(t TB, o Options) *Server {
 		installations: map[string]bool{},
 		suspended:     map[string]time.Time{},
 		repos:         map[string]*repo{},
+		unknownReads:  o.MergeableUnknownReads,
+		workflows:     o.WorkflowsPermission,
 	}
 	if s.prefix == "/" {
 		s.prefix = ""

@@ -88,14 +88,34 @@ func (s *Server) labelsJSON(rp *repo, labels []string) []obj {
 	return out
 }
 
-func (s *Server) branchRefJSON(rp *repo, ref, sha string) obj {
+// branchRefJSON is a PR's base (or a same-repository head); withMethods
+// adds the repository's merge settings, which GET /pulls/{n} reports.
+func (s *Server) branchRefJSON(rp *repo, ref, sha string, withMethods bool) obj {
 	owner, _, _ := strings.Cut(rp.fullName, "/")
+	r := s.repoJSON(rp, false)
+	if withMethods {
+		r = s.fullRepoJSON(rp)
+	}
 	return obj{
 		"label": owner + ":" + ref,
 		"ref":   ref,
 		"sha":   sha,
 		"user":  s.userJSON(owner),
-		"repo":  s.repoJSON(rp, false),
+		"repo":  r,
+	}
+}
+
+// headJSON is a PR's head: in the author's fork for a fork PR.
+func (s *Server) headJSON(rp *repo, pr *PR, full bool) obj {
+	if !pr.Fork {
+		return s.branchRefJSON(rp, pr.HeadRef, pr.HeadSHA, full)
+	}
+	return obj{
+		"label": pr.Author + ":" + pr.HeadRef,
+		"ref":   pr.HeadRef,
+		"sha":   pr.HeadSHA,
+		"user":  s.userJSON(pr.Author),
+		"repo":  s.forkJSON(rp, pr.Author),
 	}
 }
 
@@ -105,7 +125,7 @@ func (s *Server) prJSON(rp *repo, pr *PR, full bool) obj {
 	id := rp.id*100000 + int64(pr.Number)
 	var autoMerge any
 	if pr.AutoMerge {
-		autoMerge = obj{"enabled_by": s.userJSON(pr.Author), "merge_method": "merge", "commit_title": pr.Title, "commit_message": ""}
+		autoMerge = obj{"enabled_by": s.userJSON(pr.Author), "merge_method": pr.AutoMergeMethod, "commit_title": pr.Title, "commit_message": ""}
 	}
 	var mergeCommit any
 	if pr.MergeCommitSHA != "" {
@@ -130,8 +150,8 @@ func (s *Server) prJSON(rp *repo, pr *PR, full bool) obj {
 		"closed_at":           ts(pr.ClosedAt),
 		"merged_at":           ts(pr.MergedAt),
 		"merge_commit_sha":    mergeCommit,
-		"head":                s.branchRefJSON(rp, pr.HeadRef, pr.HeadSHA),
-		"base":                s.branchRefJSON(rp, pr.BaseRef, rp.branches[pr.BaseRef]),
+		"head":                s.headJSON(rp, pr, full),
+		"base":                s.branchRefJSON(rp, pr.BaseRef, rp.branches[pr.BaseRef], full),
 		"author_association":  "CONTRIBUTOR",
 		"auto_merge":          autoMerge,
 		"draft":               pr.Draft,
@@ -153,7 +173,7 @@ func (s *Server) prJSON(rp *repo, pr *PR, full bool) obj {
 		o["merged_by"] = mergedBy
 		o["comments"] = 0
 		o["review_comments"] = 0
-		o["maintainer_can_modify"] = false
+		o["maintainer_can_modify"] = pr.MaintainerCanModify
 		o["commits"] = 1
 		o["additions"] = 1
 		o["deletions"] = 0
@@ -208,7 +228,7 @@ func (s *Server) checkRunJSON(rp *repo, cr *checkRun) obj {
 			"annotations_url":   s.apiURL("repos/%s/check-runs/%d/annotations", rp.fullName, cr.ID),
 		},
 		"name":          cr.Name,
-		"check_suite":   obj{"id": cr.ID},
+		"check_suite":   obj{"id": s.suiteID(rp, cr.HeadSHA, cr.AppID)},
 		"app":           s.appJSON(cr.AppID, cr.AppSlug),
 		"pull_requests": []obj{},
 	}
@@ -229,16 +249,168 @@ func (s *Server) statusJSON(rp *repo, st *status) obj {
 	}
 }
 
-func (s *Server) requiredChecksJSON(rp *repo, branch string, rc *requiredChecks) obj {
+func (s *Server) requiredChecksJSON(rp *repo, branch string, sc *statusChecks) obj {
 	base := s.apiURL("repos/%s/branches/%s/protection/required_status_checks", rp.fullName, branch)
-	contexts := rc.contexts
+	contexts := sc.contexts
 	if contexts == nil {
 		contexts = []string{}
 	}
+	checks := []obj{}
+	for _, c := range contexts {
+		var app any // null: any App (or a status)
+		if id, ok := sc.appIDs[c]; ok {
+			app = id
+		}
+		checks = append(checks, obj{"context": c, "app_id": app})
+	}
 	return obj{
 		"url":          base,
-		"strict":       rc.strict,
+		"strict":       sc.strict,
 		"contexts":     contexts,
+		"checks":       checks,
 		"contexts_url": base + "/contexts",
+	}
+}
+
+// protectionJSON is GET .../branches/{b}/protection: GitHub leaves out
+// required_status_checks, required_pull_request_reviews and restrictions
+// when they are not set, and reports the toggles as {enabled}.
+func (s *Server) protectionJSON(rp *repo, branch string, b *branchRules) obj {
+	base := s.apiURL("repos/%s/branches/%s/protection", rp.fullName, branch)
+	enabled := func(on bool) obj { return obj{"enabled": on} }
+	o := obj{
+		"url":                              base,
+		"enforce_admins":                   obj{"url": base + "/enforce_admins", "enabled": false},
+		"required_linear_history":          enabled(b.linear),
+		"allow_force_pushes":               enabled(false),
+		"allow_deletions":                  enabled(false),
+		"required_conversation_resolution": enabled(b.conversations),
+		"lock_branch":                      enabled(false),
+		"allow_fork_syncing":               enabled(false),
+	}
+	if b.checks != nil {
+		o["required_status_checks"] = s.requiredChecksJSON(rp, branch, b.checks)
+	}
+	if b.reviewsOn {
+		o["required_pull_request_reviews"] = obj{
+			"url":                             base + "/required_pull_request_reviews",
+			"dismiss_stale_reviews":           false,
+			"require_code_owner_reviews":      b.codeOwners,
+			"required_approving_review_count": b.reviews,
+			"require_last_push_approval":      false,
+		}
+	}
+	if b.pushRestricted {
+		o["restrictions"] = obj{
+			"url":       base + "/restrictions",
+			"users_url": base + "/restrictions/users",
+			"teams_url": base + "/restrictions/teams",
+			"apps_url":  base + "/restrictions/apps",
+			"users":     []obj{},
+			"teams":     []obj{},
+			"apps":      []obj{},
+		}
+	}
+	return o
+}
+
+// rulesJSON lists the rules of a ruleset as GET .../rules/branches/{b}
+// reports them.
+func (s *Server) rulesJSON(rp *repo, b *branchRules) []obj {
+	rule := func(typ string, params any) obj {
+		o := obj{"type": typ, "ruleset_source_type": "Repository", "ruleset_source": rp.fullName, "ruleset_id": b.id}
+		if params != nil {
+			o["parameters"] = params
+		}
+		return o
+	}
+	var rules []obj
+	if b.checks != nil {
+		checks := []obj{}
+		for _, c := range b.checks.contexts {
+			ch := obj{"context": c}
+			if id, ok := b.checks.appIDs[c]; ok {
+				ch["integration_id"] = id
+			}
+			checks = append(checks, ch)
+		}
+		rules = append(rules, rule("required_status_checks", obj{
+			"required_status_checks":               checks,
+			"strict_required_status_checks_policy": b.checks.strict,
+		}))
+	}
+	if b.reviewsOn {
+		rules = append(rules, rule("pull_request", obj{
+			"dismiss_stale_reviews_on_push":     false,
+			"require_code_owner_review":         b.codeOwners,
+			"require_last_push_approval":        false,
+			"required_approving_review_count":   b.reviews,
+			"required_review_thread_resolution": b.conversations,
+		}))
+	}
+	if b.linear {
+		rules = append(rules, rule("required_linear_history", nil))
+	}
+	if b.mergeQueue {
+		rules = append(rules, rule("merge_queue", obj{
+			"check_response_timeout_minutes":    60,
+			"grouping_strategy":                 "ALLGREEN",
+			"max_entries_to_build":              5,
+			"max_entries_to_merge":              5,
+			"merge_method":                      "MERGE",
+			"min_entries_to_merge":              1,
+			"min_entries_to_merge_wait_minutes": 5,
+		}))
+	}
+	return rules
+}
+
+// fullRepoJSON is a repository with the merge settings GitHub shows to an
+// App that can push (GET /repos/{o}/{r}, a PR's base.repo).
+func (s *Server) fullRepoJSON(rp *repo) obj {
+	o := s.repoJSON(rp, false)
+	o["allow_merge_commit"] = rp.methods.Merge
+	o["allow_squash_merge"] = rp.methods.Squash
+	o["allow_rebase_merge"] = rp.methods.Rebase
+	return o
+}
+
+// forkJSON is the author's fork of rp, the head repository of a fork PR.
+func (s *Server) forkJSON(rp *repo, author string) obj {
+	_, name, _ := strings.Cut(rp.fullName, "/")
+	full := author + "/" + name
+	id := rp.id + 500000
+	return obj{
+		"id":             id,
+		"node_id":        nodeID("R", id),
+		"name":           name,
+		"full_name":      full,
+		"owner":          s.userJSON(author),
+		"private":        false,
+		"html_url":       htmlBase + full,
+		"description":    "",
+		"fork":           true,
+		"url":            s.apiURL("repos/%s", full),
+		"default_branch": rp.defaultBranch,
+		"archived":       false,
+		"disabled":       false,
+	}
+}
+
+func (s *Server) reviewJSON(rp *repo, pr *PR, rv *review) obj {
+	html := fmt.Sprintf("%s%s/pull/%d#pullrequestreview-%d", htmlBase, rp.fullName, pr.Number, rv.id)
+	prURL := s.apiURL("repos/%s/pulls/%d", rp.fullName, pr.Number)
+	return obj{
+		"id":                 rv.id,
+		"node_id":            nodeID("PRR", rv.id),
+		"user":               s.userJSON(rv.login),
+		"body":               "",
+		"state":              rv.state,
+		"html_url":           html,
+		"pull_request_url":   prURL,
+		"_links":             obj{"html": obj{"href": html}, "pull_request": obj{"href": prURL}},
+		"submitted_at":       ts(rv.submitted),
+		"commit_id":          rv.commitID,
+		"author_association": "COLLABORATOR",
 	}
 }

@@ -97,6 +97,32 @@ func lookup(v any, keys []string) bool {
 	return m != nil && lookup(m[keys[0]], keys[1:])
 }
 
+// withoutChecks checks and removes required_status_checks.checks, the
+// {context, app_id} list GitHub's schema (status-check-policy) documents
+// but its 23.0.2 example leaves out.
+func withoutChecks(t *testing.T, path string, v any) any {
+	t.Helper()
+	m := v.(map[string]any)
+	checks, ok := m["checks"].([]any)
+	if !ok {
+		t.Errorf("%s: no checks array", path)
+		return v
+	}
+	for _, c := range checks {
+		ch := c.(map[string]any)
+		if _, ok := ch["context"].(string); !ok {
+			t.Errorf("%s.checks: context %v", path, ch["context"])
+		}
+		if id := ch["app_id"]; id != nil {
+			if _, ok := id.(float64); !ok {
+				t.Errorf("%s.checks: app_id %v", path, id)
+			}
+		}
+	}
+	delete(m, "checks")
+	return m
+}
+
 func TestShapesMatchGitHubExamples(t *testing.T) {
 	s := fakegithub.New(t)
 	s.AddRepo(tenant, "octo/r", "main")
@@ -139,8 +165,11 @@ func TestShapesMatchGitHubExamples(t *testing.T) {
 			// GitHub's protection example omits "strict"; check the
 			// required_status_checks object against its own example.
 			obj := v.(map[string]any)
-			subShape(t, g.path+".required_status_checks", obj["required_status_checks"], fixture(t, "repos_get-status-checks-protection.200.json"))
+			subShape(t, g.path+".required_status_checks", withoutChecks(t, g.path, obj["required_status_checks"]), fixture(t, "repos_get-status-checks-protection.200.json"))
 			delete(obj, "required_status_checks")
+		}
+		if g.example == "repos_get-status-checks-protection.200.json" {
+			v = withoutChecks(t, g.path, v)
 		}
 		subShape(t, g.path, v, ex)
 	}

@@ -39,6 +39,18 @@ type PR struct {
 	Behind bool
 	// MergeableState, when set, overrides the computed mergeable_state.
 	MergeableState string
+	// Fork: the head branch lives in the author's fork ("<author>/<name>").
+	// MaintainerCanModify: its author allows edits from maintainers;
+	// without it update-branch answers 403.
+	Fork                bool
+	MaintainerCanModify bool
+	// TouchesWorkflows: the change touches .github/workflows; merge and
+	// update-branch answer 403 unless the App has the workflows
+	// permission (Options.WorkflowsPermission, SetWorkflowsPermission).
+	TouchesWorkflows bool
+	// AutoMergeMethod is auto_merge.merge_method when AutoMerge is on
+	// (default "merge").
+	AutoMergeMethod string
 	// LabeledAt is when AddPR's Labels were added, and AutoMergeAt when
 	// AddPR's AutoMerge was enabled, as the issue events report them
 	// (default CreatedAt). Later changes through SetLabels, SetAutoMerge,
@@ -49,6 +61,10 @@ type PR struct {
 	UpdatedAt   time.Time
 	ClosedAt    time.Time
 	MergedAt    time.Time
+
+	// unknownReads is how many more GET /pulls/{n} answer mergeable null
+	// (GitHub recomputing mergeability after the base or the head moved).
+	unknownReads int
 }
 
 type repo struct {
@@ -58,17 +74,16 @@ type repo struct {
 	defaultBranch string
 	branches      map[string]string // branch -> head sha
 	prs           map[int]*PR
-	checkRuns     []*checkRun // all, in creation order
-	statuses      []*status   // all, in creation order
-	protection    map[string]*requiredChecks
-	rulesets      map[string]*requiredChecks
-	issueEvents   map[int][]*issueEvent // per PR number, oldest first
-}
-
-type requiredChecks struct {
-	id       int64
-	contexts []string
-	strict   bool
+	checkRuns     []*checkRun             // all, in creation order
+	statuses      []*status               // all, in creation order
+	protection    map[string]*branchRules // classic branch protection per branch
+	rulesets      map[string]*branchRules // one repository ruleset per branch
+	issueEvents   map[int][]*issueEvent   // per PR number, oldest first
+	methods       MergeMethods
+	reviews       map[int][]*review // per PR number, oldest first
+	suites        []*checkSuite     // suites with no runs (AddCheckSuite)
+	suiteIDs      map[string]int64  // "sha app" -> suite id
+	suiteAt       map[int64]time.Time
 }
 
 type checkRun struct {
@@ -151,9 +166,13 @@ func (s *Server) AddRepo(tenant, fullName, defaultBranch string) {
 		defaultBranch: defaultBranch,
 		branches:      map[string]string{defaultBranch: DeriveSHA(fullName, defaultBranch)},
 		prs:           map[int]*PR{},
-		protection:    map[string]*requiredChecks{},
-		rulesets:      map[string]*requiredChecks{},
+		protection:    map[string]*branchRules{},
+		rulesets:      map[string]*branchRules{},
 		issueEvents:   map[int][]*issueEvent{},
+		methods:       MergeMethods{Merge: true, Squash: true, Rebase: true},
+		reviews:       map[int][]*review{},
+		suiteIDs:      map[string]int64{},
+		suiteAt:       map[int64]time.Time{},
 	}
 }
 
@@ -187,6 +206,10 @@ func (s *Server) AddPR(fullName string, pr PR) PR {
 	if pr.Title == "" {
 		pr.Title = fmt.Sprintf("Pull request %d", pr.Number)
 	}
+	if pr.AutoMergeMethod == "" {
+		pr.AutoMergeMethod = "merge"
+	}
+	pr.unknownReads = 0
 	if pr.CreatedAt.IsZero() {
 		pr.CreatedAt = s.now()
 	}
@@ -238,7 +261,31 @@ func (s *Server) UpdatePR(fullName string, number int, fn func(*PR)) {
 	before := clonePR(pr)
 	fn(pr)
 	pr.UpdatedAt = s.now()
+	if pr.HeadSHA != before.HeadSHA || pr.BaseRef != before.BaseRef {
+		pr.unknownReads = s.unknownReads
+	}
 	s.recordTriggerChanges(rp, before, pr)
+}
+
+// SetBaseHead moves branch to sha (a push to the base): every open PR of
+// that base is behind, and GitHub recomputes its mergeability
+// (Options.MergeableUnknownReads).
+func (s *Server) SetBaseHead(fullName, branch, sha string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moveBase(s.mustRepo(fullName), branch, sha, nil)
+}
+
+// moveBase moves branch to sha and marks the open PRs of that base (but
+// except) behind and of unknown mergeability. Called with s.mu held.
+func (s *Server) moveBase(rp *repo, branch, sha string, except *PR) {
+	rp.branches[branch] = sha
+	for _, other := range rp.prs {
+		if other != except && other.State == "open" && other.BaseRef == branch {
+			other.Behind = true
+			other.unknownReads = s.unknownReads
+		}
+	}
 }
 
 // SetHead gives the PR a new head sha (a push: pull_request synchronize).
@@ -283,7 +330,15 @@ func (s *Server) ClosePR(fullName string, number int) {
 // SetCheckRun reports a check run named name on sha from the CI App
 // (CIAppID), replacing that App's previous run of the same name. status is
 // queued, in_progress or completed; conclusion is required when completed.
+// Unlike the API, it accepts every conclusion GitHub itself sets, stale
+// included (GitHub marks a run stale after 14 days incomplete).
 func (s *Server) SetCheckRun(fullName, sha, name, status, conclusion string) {
+	s.SetCheckRunFromApp(fullName, sha, name, status, conclusion, CIAppID, "github-actions")
+}
+
+// SetCheckRunFromApp is SetCheckRun for the App appID (slug): another CI
+// system, or a second App reporting a check of the same name.
+func (s *Server) SetCheckRunFromApp(fullName, sha, name, status, conclusion string, appID int64, slug string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rp := s.mustRepo(fullName)
@@ -292,15 +347,15 @@ func (s *Server) SetCheckRun(fullName, sha, name, status, conclusion string) {
 	if status == "completed" {
 		completed = now
 	}
-	for _, cr := range rp.checkRuns {
-		if cr.HeadSHA == sha && cr.Name == name && cr.AppID == CIAppID {
+	for i := len(rp.checkRuns) - 1; i >= 0; i-- {
+		if cr := rp.checkRuns[i]; cr.HeadSHA == sha && cr.Name == name && cr.AppID == appID {
 			cr.Status, cr.Conclusion, cr.CompletedAt = status, conclusion, completed
 			return
 		}
 	}
 	rp.checkRuns = append(rp.checkRuns, &checkRun{
 		ID: s.newID(), HeadSHA: sha, Name: name, Status: status, Conclusion: conclusion,
-		AppID: CIAppID, AppSlug: "github-actions", StartedAt: now, CompletedAt: completed,
+		AppID: appID, AppSlug: slug, StartedAt: now, CompletedAt: completed,
 	})
 }
 
@@ -333,54 +388,6 @@ func (s *Server) addStatus(rp *repo, sha, context, state string) *status {
 	st := &status{ID: s.newID(), SHA: sha, Context: context, State: state, CreatedAt: now, UpdatedAt: now}
 	rp.statuses = append(rp.statuses, st)
 	return st
-}
-
-// SetRequired sets branch protection on branch with required status checks
-// contexts, and strict = "require branches to be up to date".
-func (s *Server) SetRequired(fullName, branch string, contexts []string, strict bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mustRepo(fullName).protection[branch] = &requiredChecks{id: s.newID(), contexts: slices.Clone(contexts), strict: strict}
-}
-
-// RemoveProtection removes branch protection from branch (404 afterwards).
-func (s *Server) RemoveProtection(fullName, branch string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.mustRepo(fullName).protection, branch)
-}
-
-// SetRulesetRequired adds a repository ruleset whose required_status_checks
-// rule applies to branch.
-func (s *Server) SetRulesetRequired(fullName, branch string, contexts []string, strict bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mustRepo(fullName).rulesets[branch] = &requiredChecks{id: s.newID(), contexts: slices.Clone(contexts), strict: strict}
-}
-
-// RemoveRuleset removes the ruleset of branch.
-func (s *Server) RemoveRuleset(fullName, branch string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.mustRepo(fullName).rulesets, branch)
-}
-
-// required returns the union of protection and ruleset requirements of
-// branch. Called with s.mu held.
-func (rp *repo) required(branch string) (contexts []string, strict, configured bool) {
-	for _, rc := range []*requiredChecks{rp.protection[branch], rp.rulesets[branch]} {
-		if rc == nil {
-			continue
-		}
-		configured = true
-		strict = strict || rc.strict
-		for _, c := range rc.contexts {
-			if !slices.Contains(contexts, c) {
-				contexts = append(contexts, c)
-			}
-		}
-	}
-	return contexts, strict, configured
 }
 
 // latestRuns returns the newest check run per (name, app) on sha, newest
@@ -429,37 +436,6 @@ func (rp *repo) resolveRef(ref string) string {
 	return ref
 }
 
-// requiredProblem returns GitHub's 405 message when the PR's head does not
-// satisfy its base's required checks, or "". Neutral and skipped count as
-// success, as on GitHub.
-func (rp *repo) requiredProblem(pr *PR) string {
-	contexts, _, _ := rp.required(pr.BaseRef)
-	runs := rp.latestRuns(pr.HeadSHA)
-	statuses := rp.latestStatuses(pr.HeadSHA)
-	for _, c := range contexts {
-		found, ok := false, true
-		for _, cr := range runs {
-			if cr.Name == c {
-				found = true
-				ok = ok && cr.Status == "completed" && (cr.Conclusion == "success" || cr.Conclusion == "neutral" || cr.Conclusion == "skipped")
-			}
-		}
-		for _, st := range statuses {
-			if st.Context == c {
-				found = true
-				ok = ok && st.State == "success"
-			}
-		}
-		if !found {
-			return fmt.Sprintf("Required status check %q is expected.", c)
-		}
-		if !ok {
-			return fmt.Sprintf("Required status check %q is failing or has not completed.", c)
-		}
-	}
-	return ""
-}
-
 // mergeableState computes GitHub's mergeable_state for pr.
 func (rp *repo) mergeableState(pr *PR) string {
 	_, strict, _ := rp.required(pr.BaseRef)
@@ -474,7 +450,7 @@ func (rp *repo) mergeableState(pr *PR) string {
 		return "dirty"
 	case pr.Behind && strict:
 		return "behind"
-	case rp.requiredProblem(pr) != "":
+	case rp.requiredProblem(pr) != "", rp.reviewProblem(pr) != "", rp.rulesOf(pr.BaseRef).mergeQueue:
 		return "blocked"
 	default:
 		return "clean"
