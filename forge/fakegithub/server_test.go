@@ -379,3 +379,70 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("%d, %d PRs", st, len(v.([]any)))
 	}
 }
+
+// GitHub answers mergeable null on the first read after the base moved or
+// the head changed; the list endpoint never has mergeable.
+func TestMergeableNullWhileGitHubComputes(t *testing.T) {
+	s := fakegithub.NewWithOptions(t, fakegithub.Options{MergeableUnknownReads: 2})
+	s.AddRepo(tenant, "o/r", "main")
+	s.AddPR("o/r", fakegithub.PR{Number: 1, HeadSHA: "a"})
+	s.AddPR("o/r", fakegithub.PR{Number: 2, HeadSHA: "b", BaseRef: "release"})
+	c := newClient(t, s)
+	read := func(n int) (any, any) {
+		t.Helper()
+		_, v := c.get("repos/o/r/pulls/" + strconv.Itoa(n))
+		m := v.(map[string]any)
+		return m["mergeable"], m["mergeable_state"]
+	}
+	if m, st := read(1); m != true || st != "clean" {
+		t.Fatalf("a new PR: %v %v", m, st)
+	}
+	s.SetBaseHead("o/r", "main", "moved")
+	for i := 0; i < 2; i++ {
+		if m, st := read(1); m != nil || st != "unknown" {
+			t.Errorf("read %d after the base moved: %v %v, want null, unknown", i+1, m, st)
+		}
+	}
+	if m, st := read(1); m != true || st != "clean" {
+		t.Errorf("third read: %v %v", m, st)
+	}
+	if m, _ := read(2); m != true {
+		t.Errorf("a PR of another base: %v", m)
+	}
+	s.SetHead("o/r", 2, "b2")
+	if m, _ := read(2); m != nil {
+		t.Errorf("after a push to the head: %v, want null", m)
+	}
+	_, list := c.get("repos/o/r/pulls")
+	for _, p := range list.([]any) {
+		if _, ok := p.(map[string]any)["mergeable"]; ok {
+			t.Errorf("the list has mergeable: %v", p)
+		}
+	}
+
+	off := fakegithub.NewWithOptions(t, fakegithub.Options{MergeableUnknownReads: -1})
+	off.AddRepo(tenant, "o/r", "main")
+	off.AddPR("o/r", fakegithub.PR{Number: 1, HeadSHA: "a"})
+	off.SetBaseHead("o/r", "main", "moved")
+	oc := newClient(t, off)
+	if _, v := oc.get("repos/o/r/pulls/1"); v.(map[string]any)["mergeable"] != true {
+		t.Errorf("turned off: %v", v.(map[string]any)["mergeable"])
+	}
+}
+
+// SetCheckRun takes the conclusions GitHub sets itself; the API refuses
+// them from an App.
+func TestStaleOnlyFromGitHub(t *testing.T) {
+	s := fakegithub.New(t)
+	s.AddRepo(tenant, "o/r", "main")
+	s.SetCheckRun("o/r", "a", "ci", "completed", "stale")
+	c := newClient(t, s)
+	_, v := c.get("repos/o/r/commits/a/check-runs")
+	if runs := v.(map[string]any)["check_runs"].([]any); len(runs) != 1 || runs[0].(map[string]any)["conclusion"] != "stale" {
+		t.Errorf("runs = %v", runs)
+	}
+	st, _, _ := c.do("POST", "repos/o/r/check-runs", "token "+c.token, map[string]any{"name": "x", "head_sha": "a", "conclusion": "stale"}, nil)
+	if st != 422 {
+		t.Errorf("an App setting stale: %d, want 422", st)
+	}
+}

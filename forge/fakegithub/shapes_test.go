@@ -231,3 +231,69 @@ func TestShapesMatchGitHubExamples(t *testing.T) {
 		}
 	}
 }
+
+// The endpoints of the branch rules, reviews, suites and merge methods.
+func TestRuleAndSuiteShapesMatchGitHubExamples(t *testing.T) {
+	s := fakegithub.New(t)
+	s.AddRepo(tenant, "octo/r", "main")
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "h1", Author: "alice", Fork: true, MaintainerCanModify: true})
+	s.SetRequired("octo/r", "main", []string{"ci"}, true)
+	s.SetRequiredApp("octo/r", "main", "ci", 77)
+	s.SetRequiredReviews("octo/r", "main", 2, true)
+	s.SetLinearHistory("octo/r", "main", true)
+	s.SetPushRestricted("octo/r", "main", true)
+	s.SetRulesetReviews("octo/r", "main", 1, false)
+	s.SetRulesetLinearHistory("octo/r", "main", true)
+	s.SetMergeQueue("octo/r", "main", true)
+	s.SetCheckRun("octo/r", "h1", "ci", "completed", "success")
+	s.AddCheckSuite("octo/r", "h1", 99, "dependabot")
+	s.AddReview("octo/r", 1, "bob", "APPROVED")
+	c := newClient(t, s)
+
+	_, prot := c.get("repos/octo/r/branches/main/protection")
+	p := prot.(map[string]any)
+	has(t, "protection", p, "required_pull_request_reviews.required_approving_review_count", "required_pull_request_reviews.require_code_owner_reviews",
+		"required_linear_history.enabled", "required_conversation_resolution.enabled", "restrictions.apps_url", "required_status_checks.checks.app_id")
+	subShape(t, "protection.required_status_checks", withoutChecks(t, "protection", p["required_status_checks"]), fixture(t, "repos_get-status-checks-protection.200.json"))
+	delete(p, "required_status_checks")
+	subShape(t, "protection", p, fixture(t, "repos_get-branch-protection.200.json"))
+
+	// Rule envelopes against GitHub's example; parameters by the names
+	// GitHub's schema (and go-github) give them.
+	_, rules := c.get("repos/octo/r/rules/branches/main")
+	types := map[string]any{}
+	for _, r := range rules.([]any) {
+		rule := r.(map[string]any)
+		types[rule["type"].(string)] = rule["parameters"]
+		delete(rule, "parameters")
+		subShape(t, "rules", rule, fixture(t, "repos_get-branch-rules.200.json").([]any)[0])
+	}
+	has(t, "pull_request rule", types["pull_request"], "required_approving_review_count", "require_code_owner_review", "required_review_thread_resolution")
+	has(t, "merge_queue rule", types["merge_queue"], "merge_method", "grouping_strategy")
+	if _, ok := types["required_linear_history"]; !ok {
+		t.Errorf("rules %v: no required_linear_history", types)
+	}
+
+	_, suites := c.get("repos/octo/r/commits/h1/check-suites")
+	has(t, "suites", suites, "total_count", "check_suites.app.id", "check_suites.app.slug", "check_suites.status", "check_suites.latest_check_runs_count")
+	subShape(t, "suites", suites, fixture(t, "checks_list-suites-for-ref.200.json"))
+
+	_, reviews := c.get("repos/octo/r/pulls/1/reviews")
+	has(t, "reviews", reviews, "user.login", "state", "submitted_at", "commit_id")
+	subShape(t, "reviews", reviews, fixture(t, "pulls_list-reviews.200.json"))
+
+	// GET /repos/{o}/{r} has no example of its own here: GitHub's full
+	// repository is the one of a pull request's base.repo.
+	pullEx := fixture(t, "pulls_get.200.json").(map[string]any)
+	_, rp := c.get("repos/octo/r")
+	has(t, "repo", rp, "allow_merge_commit", "allow_squash_merge", "allow_rebase_merge", "full_name")
+	subShape(t, "repo", rp, pullEx["base"].(map[string]any)["repo"])
+
+	s.SetMergeableUnknownReads(0)
+	_, pr := c.get("repos/octo/r/pulls/1")
+	has(t, "fork pull", pr, "head.repo.full_name", "base.repo.allow_squash_merge", "maintainer_can_modify")
+	subShape(t, "fork pull", pr, pullEx)
+	if m := pr.(map[string]any); m["head"].(map[string]any)["repo"].(map[string]any)["full_name"] != "alice/r" || m["maintainer_can_modify"] != true {
+		t.Errorf("fork pull: head %v, maintainer_can_modify %v", m["head"], m["maintainer_can_modify"])
+	}
+}

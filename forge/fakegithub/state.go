@@ -267,6 +267,14 @@ func (s *Server) UpdatePR(fullName string, number int, fn func(*PR)) {
 	s.recordTriggerChanges(rp, before, pr)
 }
 
+// BranchHead returns branch's head sha.
+func (s *Server) BranchHead(fullName, branch string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sha, ok := s.mustRepo(fullName).branches[branch]
+	return sha, ok
+}
+
 // SetBaseHead moves branch to sha (a push to the base): every open PR of
 // that base is behind, and GitHub recomputes its mergeability
 // (Options.MergeableUnknownReads).
