@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/webhook"
 )
 
 // Reconciler runs the cron's pass for one repository (POST /reconcile).
@@ -93,6 +94,10 @@ func (a *admin) event(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
+	// The seed's vocabulary is GitHub's; the webhook package maps it. A
+	// gate result in the body only makes the entry be read again: the
+	// merge waits until mergegate has read the checks from GitHub itself.
+	ev.Op = webhook.OpOf(ev.EventType, ev.Action)
 	res, err := a.cfg.Store.ProcessEvent(r.Context(), ev, "worker")
 	if err != nil {
 		a.fail(w, err)

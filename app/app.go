@@ -14,6 +14,7 @@ import (
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/reconcile"
+	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -34,9 +35,12 @@ type Config struct {
 	TriggerLabel   string
 	AutoMerge      bool // GitHub auto-merge is a trigger
 	MergeMethod    string
-	RecordDir      string
-	Retention      time.Duration // processed deliveries kept this long (0: 72h)
-	Clock          leasedo.Clock
+	// CheckTimeout bounces a head whose required checks have not concluded
+	// this long after its push (0: the default hour; negative: never).
+	CheckTimeout time.Duration
+	RecordDir    string
+	Retention    time.Duration // processed deliveries kept this long (0: 72h)
+	Clock        leasedo.Clock
 }
 
 // Validate refuses a configuration that would be unsafe or cannot work.
@@ -136,14 +140,28 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 // that parts built by the set-up flow never call the ones they replace.
 func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile.Cron, error) {
 	cfg, log := a.cfg, a.log
-	opts := webhook.Options{TriggerLabel: cfg.TriggerLabel, AutoMergeTrigger: cfg.AutoMerge}
+	opts := rules.Options{TriggerLabel: cfg.TriggerLabel, AutoMergeTrigger: cfg.AutoMerge}
+	timeout := cfg.CheckTimeout
+	switch {
+	case timeout == 0:
+		timeout = reconcile.DefaultCheckTimeout
+	case timeout < 0:
+		timeout = 0
+	}
+	var syncer *reconcile.Syncer
+	if fc != nil {
+		syncer = reconcile.NewSyncer(reconcile.SyncConfig{
+			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics,
+			Policy: rules.Policy{Triggers: opts, MergeMethod: cfg.MergeMethod, CheckTimeout: timeout},
+		})
+	}
 	var eng *Engine
 	rec := reconcile.New(reconcile.Config{
-		Store: a.Store, Forge: fc, Options: opts, Logger: log, Clock: a.cfg.Clock,
+		Store: a.Store, Forge: fc, Syncer: syncer, Options: opts, Logger: log, Clock: a.cfg.Clock,
 		OnChange: func(k leasedo.Key) { eng.Kick(k) },
 	})
 	eng = NewEngine(EngineConfig{
-		Store: a.Store, Forge: fc, Options: opts, MergeMethod: cfg.MergeMethod,
+		Store: a.Store, Syncer: syncer, Options: opts,
 		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics, Retention: cfg.Retention,
 		OnTracked: func(keys []leasedo.Key) {
 			for _, k := range keys {

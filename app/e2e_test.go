@@ -130,19 +130,41 @@ func TestFailingCheckBouncesWithCommentAndLabelRemoved(t *testing.T) {
 	}
 }
 
-func TestNotMergeable405Bounces(t *testing.T) {
+// Conflicts with the base are the author's to resolve: GitHub reports
+// mergeable false, and the PR bounces without a merge attempt.
+func TestConflictBouncesWithoutAMergeAttempt(t *testing.T) {
 	h := newHarness(t)
 	h.label(5, shaA)
 	h.gh.SetMergeable(testRepo, 5, false)
 	h.pass(shaA)
 	h.eventually("the bounce", func() bool { return len(h.gh.Comments()) == 1 })
 	h.settle()
-	if !strings.Contains(h.gh.Comments()[0].Body, "Pull Request is not mergeable") {
-		t.Fatalf("comment does not carry GitHub's reason: %q", h.gh.Comments()[0].Body)
+	want := "mergegate took this pull request out of the merge queue at aaaaaaa because it has conflicts with master that must be resolved on its branch. Once that is fixed, add the `automerge` label again."
+	if got := h.gh.Comments()[0].Body; got != want {
+		t.Fatalf("comment = %q\nwant      %q", got, want)
+	}
+	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 0 {
+		t.Fatalf("merge calls = %d, want none for a PR GitHub reports in conflict", n)
 	}
 	audit, _ := h.app.Store.Audit(t.Context(), testKey)
-	if a := audit[len(audit)-1]; a.Action != leasedo.AuditBounce || !strings.Contains(a.Reason, "not mergeable") {
+	if a := audit[len(audit)-1]; a.Action != leasedo.AuditBounce || !strings.Contains(a.Reason, "conflicts with master") {
 		t.Fatalf("last audit = %+v", a)
+	}
+}
+
+// A 405 whose reason mergegate does not sort otherwise is the author's: it
+// bounces with GitHub's words, quoted once. (A ruleset that requires signed
+// commits answers this way.)
+func TestUnknown405BouncesWithGitHubsWords(t *testing.T) {
+	h := newHarness(t)
+	h.label(5, shaA)
+	h.settle()
+	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultStatus(http.StatusMethodNotAllowed, "Repository rule violations found: Commits must have verified signatures."))
+	h.pass(shaA)
+	h.eventually("the bounce", func() bool { return len(h.gh.Comments()) == 1 })
+	want := "mergegate took this pull request out of the merge queue at aaaaaaa because GitHub refused to merge it (\"Repository rule violations found: Commits must have verified signatures\"). Once that is fixed, add the `automerge` label again."
+	if got := h.gh.Comments()[0].Body; got != want {
+		t.Fatalf("comment = %q\nwant      %q", got, want)
 	}
 }
 

@@ -12,17 +12,19 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
-	"github.com/mergegate/mergegate/webhook"
+	"github.com/mergegate/mergegate/reconcile"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // EngineConfig wires the engine.
 type EngineConfig struct {
-	Store       *leasedo.Store
-	Forge       *forge.Client // nil: deliveries are applied, gates wait
-	Options     webhook.Options
-	MergeMethod string // merge, squash or rebase
-	Clock       leasedo.Clock
-	Logger      zerolog.Logger
+	Store *leasedo.Store
+	// Syncer moves a repository's queue on after its deliveries are
+	// applied (nil: no GitHub; deliveries are applied, gates wait).
+	Syncer  *reconcile.Syncer
+	Options rules.Options
+	Clock   leasedo.Clock
+	Logger  zerolog.Logger
 	// MaxAttempts before a delivery that keeps failing is marked failed.
 	MaxAttempts int
 	// Retention of processed deliveries before they are pruned.
@@ -37,13 +39,13 @@ type EngineConfig struct {
 }
 
 // Engine drains the inbox per (tenant, repo), in arrival order, under the
-// repository's lease, and then advances its queue: evaluate gates, merge the
-// head at its tested sha, bounce what cannot merge. One goroutine per active
-// repository; a repository with nothing to do has none.
+// repository's lease, and then runs the repository's sync (the same the
+// cron runs): read each entry from GitHub, decide, act. One goroutine per
+// active repository; a repository with nothing to do has none.
 type Engine struct {
 	cfg    EngineConfig
 	store  *leasedo.Store
-	forge  *forge.Client
+	syncer *reconcile.Syncer
 	clock  leasedo.Clock
 	log    zerolog.Logger
 	ctx    context.Context
@@ -55,9 +57,6 @@ type Engine struct {
 	started bool
 	stopped bool
 
-	reqMu    sync.Mutex
-	required map[string]cachedRequired
-
 	// drainQ takes the workers' drain requests to the drainer, which
 	// serves those waiting in one transaction.
 	drainQ chan drainRequest
@@ -67,11 +66,6 @@ type worker struct {
 	key  leasedo.Key
 	wake chan struct{}
 	busy bool // in a pass, or a retry is scheduled (guarded by Engine.mu)
-}
-
-type cachedRequired struct {
-	req forge.Required
-	at  time.Time
 }
 
 // NewEngine returns an engine; Start runs it.
@@ -88,16 +82,12 @@ func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.PruneEvery <= 0 {
 		cfg.PruneEvery = min(10*time.Minute, max(cfg.Retention/2, time.Second))
 	}
-	if cfg.MergeMethod == "" {
-		cfg.MergeMethod = forge.MethodMerge
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{
-		cfg: cfg, store: cfg.Store, forge: cfg.Forge, clock: cfg.Clock, log: cfg.Logger,
+		cfg: cfg, store: cfg.Store, syncer: cfg.Syncer, clock: cfg.Clock, log: cfg.Logger,
 		ctx: ctx, cancel: cancel,
-		workers:  map[leasedo.Key]*worker{},
-		required: map[string]cachedRequired{},
-		drainQ:   make(chan drainRequest, drainKeys),
+		workers: map[leasedo.Key]*worker{},
+		drainQ:  make(chan drainRequest, drainKeys),
 	}
 }
 
@@ -264,7 +254,7 @@ func (e *Engine) Prune(ctx context.Context) {
 func (e *Engine) sync(k leasedo.Key) time.Duration {
 	ctx := e.ctx
 	retry := e.drain(ctx, k) // takes and gives back the lease per batch
-	if k.Repo == "" || e.forge == nil || ctx.Err() != nil {
+	if k.Repo == "" || e.syncer == nil || ctx.Err() != nil {
 		return retry // no GitHub: gates wait (said once at start)
 	}
 	l, err := e.store.Acquire(ctx, k, "worker")
@@ -284,7 +274,34 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("release lease")
 		}
 	}()
-	return minRetry(retry, e.advance(ctx, l))
+	wait, err := e.syncer.Sync(ctx, l)
+	if err != nil {
+		wait = minRetry(wait, e.retryAfter(k, err))
+	}
+	return minRetry(retry, wait)
+}
+
+// retryAfter sorts an error of a sync for the operator, in the log, and
+// says when to come back.
+func (e *Engine) retryAfter(k leasedo.Key, err error) time.Duration {
+	log := e.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Logger()
+	if rl, ok := forge.IsRateLimited(err); ok {
+		wait := rl.RetryAt.Sub(e.clock.Now())
+		log.Warn().Time("retry_at", rl.RetryAt).Bool("secondary", rl.Secondary).Msg("GitHub rate limit: the queue waits")
+		return clamp(wait, time.Second, 15*time.Minute)
+	}
+	switch {
+	case errors.Is(err, leasedo.ErrLeaseLost):
+		log.Warn().Msg("lease taken over during a pass; retrying")
+		return 100 * time.Millisecond
+	case forge.IsTransient(err):
+		log.Warn().Err(err).Msg("GitHub unavailable: the queue waits")
+		return 5 * time.Second
+	case e.ctx.Err() != nil:
+		return 0
+	}
+	log.Error().Err(err).Msg("queue step failed; retrying in a minute (operator: check the App's permissions and installation)")
+	return time.Minute
 }
 
 // minRetry is the sooner of two retry delays, where 0 means none.

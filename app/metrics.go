@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/reconcile"
 )
 
 // Metrics are mergegate's Prometheus series. A nil *Metrics records nothing.
@@ -20,6 +21,7 @@ type Metrics struct {
 	githubCalls    *prometheus.CounterVec // by endpoint and status; see metrics_github.go
 	merges         *prometheus.CounterVec
 	bounces        *prometheus.CounterVec
+	blocked        *prometheus.CounterVec
 	branchUpdates  *prometheus.CounterVec
 	gateEvals      *prometheus.CounterVec
 	timeToMerge    prometheus.Histogram
@@ -51,6 +53,8 @@ func NewMetrics() *Metrics {
 			Help: "Pull requests merged."}, []string{"tenant", "repo"}),
 		bounces: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_bounces_total",
 			Help: "Pull requests bounced, by reason."}, []string{"reason"}),
+		blocked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_blocked_total",
+			Help: "Pull requests blocked for the operator, by problem (merge_queue, not_authorized, workflows, merge_method), once per change."}, []string{"problem"}),
 		branchUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_branch_updates_total",
 			Help: "Branches updated from their base before a merge."}, []string{"tenant", "repo"}),
 		gateEvals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_gate_evaluations_total",
@@ -59,7 +63,7 @@ func NewMetrics() *Metrics {
 			Help: "Time from joining the queue to the merge.", Buckets: prometheus.ExponentialBuckets(1, 2, 16)}),
 	}
 	r.MustRegister(m.deliveries, m.webhookReqs, m.ingestLatency, m.processLatency, m.githubCalls,
-		m.merges, m.bounces, m.branchUpdates, m.gateEvals, m.timeToMerge)
+		m.merges, m.bounces, m.blocked, m.branchUpdates, m.gateEvals, m.timeToMerge)
 	return m
 }
 
@@ -89,13 +93,17 @@ func (m *Metrics) Webhook(status int, took time.Duration) {
 	}
 }
 
-// queue is told of a queue after each engine pass. Queue depth, oldest
-// entry age and lease age are read from the database at scrape time
-// instead (metrics_app.go), so that they are right for every tracked
-// repository, also one the engine has not touched since start.
-func (m *Metrics) queue(leasedo.Key, []leasedo.Item, time.Time) {}
+// Metrics is the syncs' reconcile.Observer.
+var _ reconcile.Observer = (*Metrics)(nil)
 
-func (m *Metrics) merged(k leasedo.Key, waited time.Duration) {
+// Queue is told of a queue after each sync. Queue depth, oldest entry age
+// and lease age are read from the database at scrape time instead
+// (metrics_app.go), so that they are right for every tracked repository,
+// also one no sync has touched since start.
+func (m *Metrics) Queue(leasedo.Key, []leasedo.Item, time.Time) {}
+
+// Merged counts a merge and the time from joining to it.
+func (m *Metrics) Merged(k leasedo.Key, waited time.Duration) {
 	if m == nil {
 		return
 	}
@@ -105,21 +113,32 @@ func (m *Metrics) merged(k leasedo.Key, waited time.Duration) {
 	}
 }
 
-func (m *Metrics) bounced(_ leasedo.Key, reason string) {
+// Bounced counts a bounce by its problem (rules.Action.Problem).
+func (m *Metrics) Bounced(_ leasedo.Key, problem string) {
 	if m == nil {
 		return
 	}
-	m.bounces.WithLabelValues(reason).Inc()
+	m.bounces.WithLabelValues(problem).Inc()
 }
 
-func (m *Metrics) branchUpdate(k leasedo.Key) {
+// Blocked counts an entry newly blocked for the operator, by problem.
+func (m *Metrics) Blocked(_ leasedo.Key, problem string) {
+	if m == nil {
+		return
+	}
+	m.blocked.WithLabelValues(problem).Inc()
+}
+
+// BranchUpdated counts an update of a branch from its base.
+func (m *Metrics) BranchUpdated(k leasedo.Key) {
 	if m == nil {
 		return
 	}
 	m.branchUpdates.WithLabelValues(k.Tenant, k.Repo).Inc()
 }
 
-func (m *Metrics) gate(result string, _ time.Duration) {
+// Gate counts a gate evaluation by result.
+func (m *Metrics) Gate(result string, _ time.Duration) {
 	if m == nil {
 		return
 	}

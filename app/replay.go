@@ -19,6 +19,8 @@ import (
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/reconcile"
+	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -29,8 +31,8 @@ type ReplayOptions struct {
 	// Scenario is what the payloads cannot say: branch protection, PRs
 	// that start behind their base (see Scenario).
 	Scenario Scenario
-	// Triggers are the eligibility triggers; nil = webhook.DefaultOptions().
-	Triggers *webhook.Options
+	// Triggers are the eligibility triggers; nil = rules.DefaultOptions().
+	Triggers *rules.Options
 	// MergeMethod is merge, squash or rebase; "" = merge.
 	MergeMethod string
 	// Files names where each delivery came from, for messages (Files[i]
@@ -131,7 +133,7 @@ func ReplayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) ([]b
 }
 
 func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*ReplayState, error) {
-	triggers := webhook.DefaultOptions()
+	triggers := rules.DefaultOptions()
 	if opt.Triggers != nil {
 		triggers = *opt.Triggers
 	}
@@ -192,7 +194,10 @@ func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*Re
 	if err != nil {
 		return nil, err
 	}
-	eng := NewEngine(EngineConfig{Store: store, Forge: fc, Options: triggers, MergeMethod: method, Clock: clk, Logger: log})
+	// Offline, GitHub "computes" at once: pauses are short.
+	syncer := reconcile.NewSyncer(reconcile.SyncConfig{Store: store, Forge: fc, Clock: clk, Logger: log, RetryBase: 20 * time.Millisecond,
+		Policy: rules.Policy{Triggers: triggers, MergeMethod: method, CheckTimeout: reconcile.DefaultCheckTimeout}})
+	eng := NewEngine(EngineConfig{Store: store, Syncer: syncer, Options: triggers, Clock: clk, Logger: log})
 	if err := eng.Start(); err != nil {
 		return nil, err
 	}

@@ -76,6 +76,10 @@ type Client struct {
 	key   *rsa.PrivateKey
 	cache *etagCache
 
+	// unprotected remembers branches without classic protection (see
+	// unprotectedTTL): tenant/repo@branch → when GitHub said so.
+	unprotected sync.Map
+
 	mu    sync.Mutex
 	insts map[int64]*installation
 	app   *installation // the App itself (JWT), built on first use; see installations.go

@@ -197,7 +197,13 @@ func TestRequiredChecks(t *testing.T) {
 		t.Errorf("unprotected branch: %+v, want nothing configured", req)
 	}
 
+	// A 404 cannot be asked for conditionally: the Client takes the
+	// branch to be unprotected for a while, until told to forget it.
 	e.gh.SetRequired(repo, "main", []string{"ci/build", "lint"}, false)
+	if req := get("main"); req.Configured {
+		t.Errorf("protection read again within the hour: %+v", req)
+	}
+	e.c.ForgetRules(tenant, repo, "main")
 	if req := get("main"); !req.Configured || req.Strict || !slices.Equal(req.Contexts, []string{"ci/build", "lint"}) {
 		t.Errorf("protection only: %+v", req)
 	}

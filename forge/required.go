@@ -7,9 +7,27 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 )
+
+// unprotectedTTL is how long a branch GitHub said has no classic protection
+// is taken to have none. A 404 cannot be asked for conditionally, so each
+// read costs a rate-limit point, for every queued branch on every pass;
+// protection added meanwhile is enforced by GitHub on the merge anyway, and
+// its refusal is sorted like any other.
+const unprotectedTTL = time.Hour
+
+// errSkipped: the protection was not read (unprotectedTTL).
+var errSkipped = errors.New("forge: branch known to be unprotected")
+
+// ForgetRules drops what the Client remembers of branch's protection, so
+// that the next RequiredChecks reads it: after GitHub refused a merge, the
+// rules may have changed.
+func (c *Client) ForgetRules(tenant, repo, branch string) {
+	c.unprotected.Delete(tenant + "/" + repo + "@" + branch)
+}
 
 // RequiredChecks returns what branch requires before a merge: its classic
 // branch protection (GET .../branches/{b}/protection; 404 "Branch not
@@ -42,8 +60,20 @@ func (c *Client) RequiredChecks(ctx context.Context, tenant, repo, branch string
 		}
 	}
 
-	p, _, err := in.gh.Repositories.GetBranchProtection(ctx, owner, name, branch)
-	switch err = cl.classify(ctx, err, false); {
+	var p *github.Protection
+	unprotected := tenant + "/" + repo + "@" + branch
+	if at, ok := c.unprotected.Load(unprotected); ok && c.cfg.Clock().Sub(at.(time.Time)) < unprotectedTTL {
+		err = errSkipped
+	} else {
+		p, _, err = in.gh.Repositories.GetBranchProtection(ctx, owner, name, branch)
+		err = cl.classify(ctx, err, false)
+		if IsNotFound(err) || isPlanWithoutProtection(err) {
+			c.unprotected.Store(unprotected, c.cfg.Clock())
+		} else {
+			c.unprotected.Delete(unprotected)
+		}
+	}
+	switch {
 	case err == nil:
 		if rsc := p.RequiredStatusChecks; rsc != nil {
 			req.Configured = true
@@ -65,7 +95,7 @@ func (c *Client) RequiredChecks(ctx context.Context, tenant, repo, branch string
 		}
 		req.Conversations = p.RequiredConversationResolution != nil && p.RequiredConversationResolution.Enabled
 		req.LinearHistory = p.RequireLinearHistory != nil && p.RequireLinearHistory.Enabled
-	case IsNotFound(err), isPlanWithoutProtection(err):
+	case errors.Is(err, errSkipped), IsNotFound(err), isPlanWithoutProtection(err):
 		// No protection (or none on this plan).
 	default:
 		return Required{}, err

@@ -61,10 +61,10 @@ func BenchmarkProcessEvent(b *testing.B) {
 				i := 0
 				for b.Loop() {
 					k := keys[i%repos]
-					ev := Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "labeled", PRNumber: 7, Details: &Details{Sha: "abc123"}}
+					ev := Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "labeled", Op: OpJoin, PRNumber: 7, Details: &Details{Sha: "abc123"}}
 					want := ResultJoined
 					if (i/repos)%2 == 1 {
-						ev.Action, ev.Details, want = "unlabeled", nil, ResultLeft
+						ev.Action, ev.Op, ev.Details, want = "unlabeled", OpLeave, nil, ResultLeft
 					}
 					r, err := s.ProcessEvent(ctx, ev, "worker")
 					if err != nil || r.Result != want {
@@ -132,7 +132,7 @@ func BenchmarkDrain(b *testing.B) {
 				for b.Loop() {
 					b.StopTimer()
 					for _, k := range keys {
-						ev := Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "labeled", PRNumber: 7, Details: &Details{Sha: "abc123"}}
+						ev := Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "labeled", Op: OpJoin, PRNumber: 7, Details: &Details{Sha: "abc123"}}
 						if n%2 == 1 {
 							ev.Action, ev.Details = "unlabeled", nil
 						}

@@ -30,7 +30,24 @@ func decodeEvent(d Delivery) (Batch, error) {
 	if err := json.Unmarshal(d.Body, &ev); err != nil {
 		return Batch{}, err
 	}
+	ev.Op = opFor(ev.Action)
 	return Batch{Events: []Event{ev}}, nil
+}
+
+// opFor is the op these tests' events carry (the webhook package maps
+// GitHub's vocabulary for real).
+func opFor(action string) Op {
+	switch action {
+	case "labeled", "opened":
+		return OpJoin
+	case "unlabeled", "closed":
+		return OpLeave
+	case "synchronize":
+		return OpReevaluate
+	case "completed":
+		return OpRecheck
+	}
+	return OpIgnore
 }
 
 func enqueueJoins(t *testing.T, in *Inbox, k Key, prs ...int) {

@@ -459,7 +459,7 @@ func TestApplyDeliveryOnce(t *testing.T) {
 	defer in.Close()
 	mustEnqueue(t, in, delivery("d1", key, ""))
 	seq := seqOf(t, s, "d1")
-	gate := Event{EventType: "check_run", Tenant: key.Tenant, Repo: key.Repo, Action: "completed", Details: &Details{Sha: "a", GateResult: GateSuccess}}
+	gate := Event{EventType: "check_run", Tenant: key.Tenant, Repo: key.Repo, Action: "completed", Op: OpRecheck, Details: &Details{Sha: "a", GateResult: GateSuccess}}
 	b := Batch{Events: []Event{join(1, "a"), gate}, Track: []Key{key}}
 
 	for i, want := range []bool{true, false, false} {
@@ -484,8 +484,8 @@ func TestApplyDeliveryOnce(t *testing.T) {
 	if ev, _ := s.Events(ctx, key); len(ev) != 2 {
 		t.Fatalf("events = %d, want 2 (no double apply)", len(ev))
 	}
-	if au, _ := s.Audit(ctx, key); len(au) != 2 {
-		t.Fatalf("audit = %+v, want join and gate_success once", au)
+	if au, _ := s.Audit(ctx, key); len(au) != 1 {
+		t.Fatalf("audit = %+v, want join once (a recheck is not audited)", au)
 	}
 	d := deliveryRow(t, s, "d1")
 	if d.State != DeliveryDone || d.Attempts != 1 {
@@ -510,8 +510,8 @@ func TestApplyDeliveryAtomic(t *testing.T) {
 	defer in.Close()
 	mustEnqueue(t, in, delivery("d1", key, ""))
 	seq := seqOf(t, s, "d1")
-	other := Event{EventType: "pull_request", Tenant: "7", Repo: key.Repo, Action: "opened", PRNumber: 2, Details: &Details{Sha: "b"}}
-	noSha := Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "opened", PRNumber: 3}
+	other := Event{EventType: "pull_request", Tenant: "7", Repo: key.Repo, Action: "opened", Op: OpJoin, PRNumber: 2, Details: &Details{Sha: "b"}}
+	noSha := Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "opened", Op: OpJoin, PRNumber: 3}
 	bad := Event{EventType: "status", Tenant: key.Tenant, Repo: key.Repo, Details: &Details{Sha: "a", GateResult: "green"}}
 	yes := true
 	l, err := s.Acquire(ctx, key, "worker")
@@ -547,7 +547,7 @@ func TestApplyDeliveryLostLease(t *testing.T) {
 	in := s.NewInbox(0)
 	defer in.Close()
 	otherKey := Key{Tenant: key.Tenant, Repo: "octo/other"}
-	mustProcess(t, s, Event{EventType: "pull_request", Tenant: otherKey.Tenant, Repo: otherKey.Repo, Action: "opened", PRNumber: 9, Details: &Details{Sha: "z"}})
+	mustProcess(t, s, Event{EventType: "pull_request", Tenant: otherKey.Tenant, Repo: otherKey.Repo, Action: "opened", Op: OpJoin, PRNumber: 9, Details: &Details{Sha: "z"}})
 	mustEnqueue(t, in, delivery("d1", key, ""))
 	seq := seqOf(t, s, "d1")
 
@@ -702,7 +702,7 @@ func TestBatchTrackForgetSuspend(t *testing.T) {
 		t.Fatalf("tracked = %s", got)
 	}
 	for i, k := range []Key{a, b, c} {
-		mustProcess(t, s, Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "opened", PRNumber: 1, Details: &Details{Sha: "s"}})
+		mustProcess(t, s, Event{EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: "opened", Op: OpJoin, PRNumber: 1, Details: &Details{Sha: "s"}})
 		mustEnqueue(t, in, delivery(fmt.Sprintf("pending-%d", i), k, ""))
 	}
 	if _, err := s.Acquire(ctx, a, "worker"); err != nil { // a lease held on a when it is forgotten
@@ -818,6 +818,7 @@ func TestHeldLeaseDeliveriesDrainAfterRelease(t *testing.T) {
 					if err := json.Unmarshal(d.Body, &ev); err != nil {
 						t.Fatalf("delivery %s: %v", d.ID, err)
 					}
+					ev.Op = opFor(ev.Action)
 					_, ok, err := s.ApplyDelivery(ctx, l, d.Seq, Batch{Events: []Event{ev}})
 					if err != nil {
 						t.Fatalf("apply %s: %v", d.ID, err)

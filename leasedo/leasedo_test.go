@@ -27,7 +27,22 @@ func newStore(t *testing.T) (*Store, *ManualClock) {
 var key = Key{Tenant: "42", Repo: "octo/hello"}
 
 func join(pr int, sha string) Event {
-	return Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "labeled", PRNumber: pr, Details: &Details{Sha: sha}}
+	return Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "labeled", Op: OpJoin, PRNumber: pr, Details: &Details{Sha: sha}}
+}
+
+// bounce bounces pr at sha under a lease of its own, as a sync does.
+func bounce(t *testing.T, s *Store, pr int, sha string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := s.Acquire(ctx, key, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(ctx, l) //nolint:errcheck
+	if err := s.Bounce(ctx, l, pr, sha, "its required check \"ci\" concluded failure", true,
+		CheckRunEnd{Conclusion: "failure", Title: "Out of the merge queue", Summary: "failed"}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func mustProcess(t *testing.T, s *Store, ev Event) Result {
@@ -138,88 +153,155 @@ func TestAcquireLockedAndRelease(t *testing.T) {
 	}
 }
 
-func TestProcessEventVocabulary(t *testing.T) {
+// The store applies each typed op; what GitHub's and the seed's vocabulary
+// map to is the webhook package's (TestSeedVocabulary there).
+func TestOps(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newStore(t)
-	ev := func(typ, action string, pr int, d *Details) Event {
-		return Event{EventType: typ, Tenant: key.Tenant, Repo: key.Repo, Action: action, PRNumber: pr, Details: d}
+	ev := func(op Op, pr int, d *Details) Event {
+		return Event{EventType: "test", Action: string(op), Op: op, Tenant: key.Tenant, Repo: key.Repo, PRNumber: pr, Details: d}
 	}
 	steps := []struct {
 		ev     Event
 		result string
 		qlen   int
 	}{
-		{ev("pull_request", "opened", 1, &Details{Sha: "s1"}), ResultJoined, 1},
-		{ev("pull_request", "opened", 1, &Details{Sha: "s1"}), ResultAlreadyQueued, 1}, // double-staging
-		{ev("pull_request", "reopened", 2, &Details{Sha: "s2"}), ResultJoined, 2},
-		{ev("pull_request", "ready_for_review", 3, &Details{Sha: "s3"}), ResultJoined, 3},
-		{ev("pull_request", "auto_merge_enabled", 4, &Details{Sha: "s4"}), ResultJoined, 4},
-		{ev("pull_request", "synchronize", 1, &Details{Sha: "s1b"}), ResultReevaluated, 4},
-		{ev("pull_request", "edited", 9, &Details{Sha: "x"}), ResultIgnored, 4}, // not queued
-		{ev("check_suite", "completed", 0, &Details{Sha: "s1b"}), ResultGateRecorded, 4},
-		{ev("check_run", "completed", 0, &Details{Sha: "s1b", GateResult: "success"}), ResultGateRecorded, 4},
-		{ev("status", "", 0, &Details{Sha: "s2", GateResult: "failure", Reason: "ci red"}), ResultGateRecorded, 4},
-		{ev("check_run", "completed", 0, &Details{Sha: "nobody"}), ResultIgnored, 4},
-		{ev("pull_request", "closed", 3, nil), ResultLeft, 3},
-		{ev("pull_request", "unlabeled", 3, nil), ResultLeft, 3}, // absent: silent success
-		{ev("pull_request", "auto_merge_disabled", 4, nil), ResultLeft, 2},
-		{ev("pull_request", "converted_to_draft", 77, nil), ResultLeft, 2},
-		{ev("push", "", 0, nil), ResultIgnored, 2},
-		{ev("pull_request", "assigned", 1, nil), ResultIgnored, 2},
+		{ev(OpJoin, 1, &Details{Sha: "s1", Base: "main"}), ResultJoined, 1},
+		{ev(OpJoin, 1, &Details{Sha: "s1"}), ResultAlreadyQueued, 1}, // double-staging
+		{ev(OpJoin, 2, &Details{Sha: "s2"}), ResultJoined, 2},
+		{ev(OpJoin, 3, &Details{Sha: "s3"}), ResultJoined, 3},
+		{ev(OpReevaluate, 1, &Details{Sha: "s1b"}), ResultReevaluated, 3},
+		{ev(OpReevaluate, 9, &Details{Sha: "x"}), ResultIgnored, 3}, // not queued
+		{ev(OpRecheck, 0, &Details{Sha: "s1b", GateResult: "success"}), ResultGateRecorded, 3},
+		{ev(OpRecheck, 0, &Details{Sha: "nobody"}), ResultIgnored, 3},
+		{ev(OpLeave, 3, nil), ResultLeft, 2},
+		{ev(OpLeave, 3, nil), ResultLeft, 2}, // absent: silent success
+		{ev(OpIgnore, 1, nil), ResultIgnored, 2},
 	}
 	for i, st := range steps {
 		clk.Advance(time.Second)
 		r := mustProcess(t, s, st.ev)
 		if r.Result != st.result || r.QueueLength != st.qlen {
-			t.Fatalf("step %d %s/%s: got %+v, want %s/%d", i, st.ev.EventType, st.ev.Action, r, st.result, st.qlen)
+			t.Fatalf("step %d %s: got %+v, want %s/%d", i, st.ev.Op, r, st.result, st.qlen)
 		}
 	}
-	q, err := s.Queue(ctx, key)
+	q, err := s.Items(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(q) != 2 {
+	// A posted gate result only starts a reading: nothing passed.
+	one := q[0]
+	if len(q) != 2 || one.PRNumber != 1 || one.PRSha != "s1b" || one.Status != StatusQueued || one.GateResult != "" ||
+		one.ReevaluatedAt == nil || one.BaseRef != "main" || one.HeadAt != *one.ReevaluatedAt {
 		t.Fatalf("queue = %+v", q)
 	}
-	one, two := q[0], q[1]
-	if one.PRNumber != 1 || one.PRSha != "s1b" || one.Status != StatusGatePassed || one.GateResult != "success" || one.GateResultAt == nil || one.ReevaluatedAt == nil {
-		t.Fatalf("PR 1 = %+v", one)
+	events, _ := s.Events(ctx, key)
+	if len(events) != len(steps) {
+		t.Fatalf("events = %d, want every event logged (%d)", len(events), len(steps))
 	}
-	if two.PRNumber != 2 || two.Status != StatusBounced || two.GateResult != "failure" {
-		t.Fatalf("PR 2 = %+v", two)
+	if _, err := s.ProcessEvent(ctx, Event{EventType: "pull_request", Action: "opened", Tenant: key.Tenant, Repo: key.Repo, PRNumber: 5,
+		Details: &Details{Sha: "x"}}, "worker"); err == nil || !strings.Contains(err.Error(), "no queue operation") {
+		t.Fatalf("an event without an op: err = %v, want it refused", err)
 	}
-	// Reevaluate clears the gate fields and puts the entry back to queued.
+}
+
+// The transitions a sync applies after deciding: wait, block, bounce,
+// merged, each audited as the seed has it and each ending the check run
+// through the outbox.
+func TestTransitions(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newStore(t)
+	mustProcess(t, s, join(1, "a"))
+	mustProcess(t, s, join(2, "b"))
+	mustProcess(t, s, join(3, "c"))
+	l, err := s.Acquire(ctx, key, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(ctx, l) //nolint:errcheck
+	for _, id := range []struct {
+		pr  int
+		sha string
+		id  int64
+	}{{1, "a", 11}, {2, "b", 22}} {
+		if err := s.SetCheckRun(ctx, l, id.pr, id.sha, id.id, "title"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	clk.Advance(time.Second)
-	mustProcess(t, s, ev("pull_request", "synchronize", 1, &Details{Sha: "s1c"}))
-	q, _ = s.Queue(ctx, key)
-	if q[0].Status != StatusQueued || q[0].GateResult != "" || q[0].GateResultAt != nil || *q[0].ReevaluatedAt != clk.Now().UnixMilli() {
-		t.Fatalf("after reevaluate: %+v", q[0])
+	mustChange := func(want bool) func(bool, error) {
+		return func(changed bool, err error) {
+			t.Helper()
+			if err != nil || changed != want {
+				t.Fatalf("changed = %v %v, want %v", changed, err, want)
+			}
+		}
+	}
+	mustChange(true)(s.Wait(ctx, l, 1, "a", StatusEvaluating, `waiting for required check "ci"`))
+	mustChange(false)(s.Wait(ctx, l, 1, "a", StatusEvaluating, `waiting for required check "ci"`))
+	mustChange(true)(s.Wait(ctx, l, 1, "a", StatusGatePassed, "waiting for an approving review"))
+	mustChange(true)(s.Wait(ctx, l, 1, "a", StatusGatePassed, ""))
+	mustChange(false)(s.Wait(ctx, l, 1, "old-sha", StatusGatePassed, "")) // a moved head is left alone
+	if _, err := s.Wait(ctx, l, 1, "a", StatusBounced, ""); err == nil {
+		t.Fatal("Wait with a status that is no waiting status: want an error")
+	}
+	mustChange(true)(s.Block(ctx, l, 3, "c", "the base uses GitHub's merge queue"))
+	mustChange(false)(s.Block(ctx, l, 3, "c", "the base uses GitHub's merge queue"))
+	if n, err := s.Recheck(ctx, l, StatusBlocked); n != 1 || err != nil {
+		t.Fatalf("recheck blocked = %d %v", n, err)
+	}
+	mustChange(false)(s.Block(ctx, l, 3, "c", "the base uses GitHub's merge queue")) // tried again, said once
+	if err := s.Bounce(ctx, l, 2, "b", "its check failed", true, CheckRunEnd{Conclusion: "failure", Title: "Out", Summary: "its check failed"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkMerged(ctx, l, 1, "a", "squash", CheckRunEnd{Conclusion: "success", Title: "Merged", Summary: "merged"}); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := s.Items(ctx, key)
+	if len(q) != 2 || q[0].PRNumber != 2 || q[0].Status != StatusBounced || q[0].GateResult != GateFailure ||
+		q[1].PRNumber != 3 || q[1].Status != StatusBlocked {
+		t.Fatalf("queue = %+v", q)
 	}
 	audit, _ := s.Audit(ctx, key)
 	var actions []string
 	for _, a := range audit {
 		actions = append(actions, fmt.Sprintf("%s#%d", a.Action, a.PRNumber))
 	}
-	want := "[join#1 join#2 join#3 join#4 reevaluate#1 gate_success#1 gate_failure#2 bounce#2 leave#3 leave#4 reevaluate#1]"
-	if fmt.Sprint(actions) != want {
+	if want := "[join#1 join#2 join#3 gate_success#1 blocked#3 gate_failure#2 bounce#2 merge#1]"; fmt.Sprint(actions) != want {
 		t.Fatalf("audit = %v\nwant    %s", actions, want)
 	}
-	events, _ := s.Events(ctx, key)
-	if len(events) != len(steps)+1 {
-		t.Fatalf("events = %d, want every event logged (%d)", len(events), len(steps)+1)
+	ends, err := s.CheckRunsToEnd(ctx, key)
+	if err != nil || len(ends) != 2 || ends[0].CheckRunID != 22 || ends[0].Conclusion != "failure" ||
+		ends[1].CheckRunID != 11 || ends[1].Conclusion != "success" || ends[1].Sha != "a" {
+		t.Fatalf("check runs to end = %+v %v", ends, err)
 	}
-	// A pending gate event sets evaluating.
-	mustProcess(t, s, ev("status", "", 0, &Details{Sha: "s1c"}))
-	q, _ = s.Queue(ctx, key)
-	if q[0].Status != StatusEvaluating {
-		t.Fatalf("pending gate: %+v", q[0])
+	if err := s.CheckRunEnded(ctx, l, ends[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// A new head ends the old head's run; leaving ends the current one.
+	if err := s.SetCheckRun(ctx, l, 3, "c", 33, "title"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reevaluate(ctx, l, 3, "c2", "", "new head"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetCheckRun(ctx, l, 3, "c2", 34, "title"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Leave(ctx, l, 3, "closed on GitHub"); err != nil {
+		t.Fatal(err)
+	}
+	ends, _ = s.CheckRunsToEnd(ctx, key)
+	if len(ends) != 3 || ends[1].CheckRunID != 33 || ends[1].Sha != "c" || ends[2].CheckRunID != 34 || ends[2].Conclusion != "neutral" ||
+		!strings.Contains(ends[2].Summary, "closed on GitHub") {
+		t.Fatalf("check runs to end = %+v", ends)
 	}
 }
 
 func TestRejoinAfterBounce(t *testing.T) {
 	s, _ := newStore(t)
 	mustProcess(t, s, join(5, "a"))
-	mustProcess(t, s, Event{EventType: "check_run", Tenant: key.Tenant, Repo: key.Repo, Action: "completed", Details: &Details{Sha: "a", GateResult: "failure"}})
+	bounce(t, s, 5, "a")
 	if r := mustProcess(t, s, join(5, "b")); r.Result != ResultJoined || r.QueueLength != 1 {
 		t.Fatalf("rejoin after bounce: %+v", r)
 	}
@@ -238,8 +320,8 @@ func TestValidation(t *testing.T) {
 		{Event{Tenant: "1", Repo: "a/b"}, "eventType"},
 		{Event{EventType: "pull_request", Repo: "a/b"}, "tenant"},
 		{Event{EventType: "pull_request", Tenant: "1"}, "repo"},
-		{Event{EventType: "pull_request", Tenant: "1", Repo: "a/b", Action: "opened", PRNumber: 1}, "details.sha"},
-		{Event{EventType: "pull_request", Tenant: "1", Repo: "a/b", Action: "opened", Details: &Details{Sha: "x"}}, "prNumber"},
+		{Event{EventType: "pull_request", Tenant: "1", Repo: "a/b", Action: "opened", Op: OpJoin, PRNumber: 1}, "details.sha"},
+		{Event{EventType: "pull_request", Tenant: "1", Repo: "a/b", Action: "opened", Op: OpJoin, Details: &Details{Sha: "x"}}, "prNumber"},
 		{Event{EventType: "status", Tenant: "1", Repo: "a/b", Details: &Details{Sha: "x", GateResult: "green"}}, "details.gateResult"},
 	} {
 		_, err := s.ProcessEvent(context.Background(), tc.ev, "worker")
@@ -259,7 +341,7 @@ func TestCapsHold(t *testing.T) {
 	other := Key{Tenant: key.Tenant, Repo: "octo/other"}
 	for i := 1; i <= 260; i++ {
 		mustProcess(t, s, join(i, fmt.Sprintf("sha%d", i)))
-		mustProcess(t, s, Event{EventType: "pull_request", Tenant: other.Tenant, Repo: other.Repo, Action: "assigned", PRNumber: i})
+		mustProcess(t, s, Event{EventType: "pull_request", Tenant: other.Tenant, Repo: other.Repo, Action: "assigned", Op: OpIgnore, PRNumber: i})
 	}
 	events, _ := s.Events(ctx, key)
 	audit, _ := s.Audit(ctx, key)
@@ -303,7 +385,7 @@ func TestReleaseAfterErrorAndPanic(t *testing.T) {
 	boom := errors.New("boom")
 	_ = boom
 	// Error: a join without a sha fails inside the transaction.
-	if _, err := s.ProcessEvent(ctx, Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "opened", PRNumber: 1}, "worker"); err == nil {
+	if _, err := s.ProcessEvent(ctx, Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "opened", Op: OpJoin, PRNumber: 1}, "worker"); err == nil {
 		t.Fatal("want an error")
 	}
 	if st, _ := s.Check(ctx, key); st.Locked {
@@ -336,12 +418,12 @@ func TestNoCrossTenantLeakage(t *testing.T) {
 	s, _ := newStore(t)
 	a := Key{Tenant: "1", Repo: "octo/same"}
 	b := Key{Tenant: "2", Repo: "octo/same"}
-	mustProcess(t, s, Event{EventType: "pull_request", Tenant: a.Tenant, Repo: a.Repo, Action: "opened", PRNumber: 7, Details: &Details{Sha: "x"}})
+	mustProcess(t, s, Event{EventType: "pull_request", Tenant: a.Tenant, Repo: a.Repo, Action: "opened", Op: OpJoin, PRNumber: 7, Details: &Details{Sha: "x"}})
 	if _, err := s.Acquire(ctx, a, "worker"); err != nil {
 		t.Fatal(err)
 	}
 	// b is a different (tenant, repo): its lease is free, its queue empty.
-	r, err := s.ProcessEvent(ctx, Event{EventType: "check_run", Tenant: b.Tenant, Repo: b.Repo, Action: "completed", Details: &Details{Sha: "x", GateResult: "success"}}, "worker")
+	r, err := s.ProcessEvent(ctx, Event{EventType: "check_run", Tenant: b.Tenant, Repo: b.Repo, Action: "completed", Op: OpRecheck, Details: &Details{Sha: "x", GateResult: "success"}}, "worker")
 	if err != nil || r.Result != ResultIgnored || r.QueueLength != 0 {
 		t.Fatalf("tenant 2 saw tenant 1's PR: %+v %v", r, err)
 	}
@@ -363,7 +445,7 @@ func TestReconcileFixes(t *testing.T) {
 	mustProcess(t, s, join(1, "a"))
 	mustProcess(t, s, join(2, "b"))
 	mustProcess(t, s, join(3, "c"))
-	mustProcess(t, s, Event{EventType: "status", Tenant: key.Tenant, Repo: key.Repo, Details: &Details{Sha: "b", GateResult: "failure"}})
+	bounce(t, s, 2, "b")
 	// A duplicate and a corrupted row, as a restored backup or hand edit leaves them.
 	for _, q := range []string{
 		`INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status) VALUES ('42', 'octo/hello', 1, 'a', 9999999999999, 'queued')`,
@@ -393,7 +475,7 @@ func TestReconcileFixes(t *testing.T) {
 	if len(ans.Results.StaleLeases) != 1 || ans.Results.StaleLeases[0].HeldBy != "worker" {
 		t.Fatalf("staleLeases = %+v", ans.Results.StaleLeases)
 	}
-	if ans.QueueLength != 2 || ans.EventCount != 4 {
+	if ans.QueueLength != 2 || ans.EventCount != 3 {
 		t.Fatalf("queueLength=%d eventCount=%d", ans.QueueLength, ans.EventCount)
 	}
 	if st, _ := s.Check(ctx, key); st.Locked || st.HeldBy != "" {

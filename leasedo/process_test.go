@@ -337,6 +337,8 @@ func FuzzEventJSON(f *testing.F) {
 			return
 		}
 		clk.Advance(time.Millisecond)
+		ops := []Op{OpJoin, OpLeave, OpReevaluate, OpRecheck, OpIgnore}
+		ev.Op = ops[len(body)%len(ops)]
 		_, err := s.ProcessEvent(ctx, ev, "fuzz")
 		var fe *FieldError
 		if err != nil && !errors.As(err, &fe) {

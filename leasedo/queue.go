@@ -3,6 +3,7 @@ package leasedo
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -14,6 +15,9 @@ type Item struct {
 	BranchUpdatedSha string `json:"branchUpdatedSha,omitempty"`
 	CheckRunID       int64  `json:"checkRunId,omitempty"`
 	CheckTitle       string `json:"checkTitle,omitempty"`
+	// HeadAt is when its current head joined or was seen (epoch ms): the
+	// check timeout counts from it.
+	HeadAt int64 `json:"headAt,omitempty"`
 }
 
 // Items returns the queue of k in order (queuedAt, then arrival).
@@ -23,7 +27,7 @@ func (s *Store) Items(ctx context.Context, k Key) ([]Item, error) {
 
 func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 	rows, err := q.QueryContext(ctx, `SELECT pr_number, pr_sha, queued_at, status, reevaluated_at, gate_result, gate_result_at,
-			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title
+			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at
 		FROM queue WHERE tenant = ? AND repo = ? ORDER BY queued_at, id`, k.Tenant, k.Repo)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read queue: %w", k, err)
@@ -35,7 +39,7 @@ func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 		var reev, gateAt sql.NullInt64
 		var gate sql.NullString
 		if err := rows.Scan(&it.PRNumber, &it.PRSha, &it.QueuedAt, &it.Status, &reev, &gate, &gateAt,
-			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle); err != nil {
+			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt); err != nil {
 			return nil, fmt.Errorf("%s: read queue: %w", k, err)
 		}
 		if reev.Valid {
@@ -119,35 +123,203 @@ func (s *Store) AuditTail(ctx context.Context, k Key, n int) ([]AuditEntry, erro
 	return out, rows.Err()
 }
 
-// RecordGate records a gate verdict for pr at sha under l: "success" →
-// gate_passed, "failure" → bounced, "" → evaluating with reason (what it
-// waits for). An entry whose sha moved meanwhile is left alone.
-func (s *Store) RecordGate(ctx context.Context, l *Lease, pr int, sha, result, reason string) error {
+// The typed transitions below are what a sync of the repository does to an
+// entry after deciding (package rules); each is one transaction fenced by
+// the lease, and each names pr at sha so that an entry whose head moved
+// meanwhile is left alone.
+
+// Wait records that pr at sha waits, and for what (reason, shown on its
+// check run): status is StatusEvaluating (its checks have not passed),
+// StatusGatePassed (they have) or StatusQueued (read again at the next
+// sync: GitHub settles it by itself, after a short pause). The first time
+// its gate passes at this head, audit gate_success. It reports whether
+// anything changed.
+func (s *Store) Wait(ctx context.Context, l *Lease, pr int, sha, status, reason string) (changed bool, err error) {
+	switch status {
+	case StatusEvaluating, StatusGatePassed, StatusQueued:
+	default:
+		return false, fmt.Errorf("%s: wait #%d: status %q is not a waiting status", l.Key, pr, status)
+	}
+	err = s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		var cur, curReason string
+		var gate sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT status, gate_reason, gate_result FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
+			l.Key.Tenant, l.Key.Repo, pr, sha, StatusBounced).Scan(&cur, &curReason, &gate)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: wait #%d: %w", l.Key, pr, err)
+		}
+		passedNow := status == StatusGatePassed && gate.String != GateSuccess
+		changed = cur != status || curReason != reason || passedNow
+		if !changed {
+			return nil
+		}
+		result, resultAt := gate, sql.NullInt64{}
+		switch {
+		case passedNow:
+			result, resultAt = sql.NullString{String: GateSuccess, Valid: true}, sql.NullInt64{Int64: now, Valid: true}
+		case status == StatusEvaluating:
+			// Not passed (a check ran again and has not concluded).
+			result = sql.NullString{}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ?, gate_result = ?,
+				gate_result_at = CASE WHEN ? THEN ? WHEN ? IS NULL THEN NULL ELSE gate_result_at END
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
+			status, reason, result, resultAt.Valid, resultAt, result, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
+			return fmt.Errorf("%s: wait #%d: %w", l.Key, pr, err)
+		}
+		if passedNow {
+			return insertAudit(ctx, tx, l.Key, now, AuditGateSuccess, pr, sha, "")
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// Block records that pr at sha waits for the operator (reason: what to
+// change). It keeps its place, and entries behind it go on. Audit blocked
+// is written when the reason is new; changed reports that, so the caller
+// logs it once per change.
+func (s *Store) Block(ctx context.Context, l *Lease, pr int, sha, reason string) (changed bool, err error) {
+	err = s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		var cur, curReason string
+		err := tx.QueryRowContext(ctx, `SELECT status, gate_reason FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
+			l.Key.Tenant, l.Key.Repo, pr, sha, StatusBounced).Scan(&cur, &curReason)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: block #%d: %w", l.Key, pr, err)
+		}
+		if curReason == reason && (cur == StatusBlocked || cur == StatusQueued) {
+			// Said already; a cron pass set it queued to try again.
+			_, err := tx.ExecContext(ctx, `UPDATE queue SET status = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
+				StatusBlocked, l.Key.Tenant, l.Key.Repo, pr, sha)
+			return err
+		}
+		changed = true
+		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
+			StatusBlocked, reason, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
+			return fmt.Errorf("%s: block #%d: %w", l.Key, pr, err)
+		}
+		return insertAudit(ctx, tx, l.Key, now, AuditBlocked, pr, sha, reason)
+	})
+	return changed, err
+}
+
+// CheckRunEnd is how a mergegate check run ends.
+type CheckRunEnd struct {
+	Conclusion string // success, failure or neutral
+	Title      string
+	Summary    string
+}
+
+// Bounce takes pr at sha out of the queue (status bounced): its author must
+// fix something, and reason is the sentence they read. gateFailed marks a
+// failed gate (audit gate_failure before bounce, as the seed has it). The
+// check run ends with end.
+func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string, gateFailed bool, end CheckRunEnd) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		return s.recordGate(ctx, tx, l.Key, pr, sha, result, reason, now)
+		var runID int64
+		err := tx.QueryRowContext(ctx, `SELECT check_run_id FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
+			l.Key.Tenant, l.Key.Repo, pr, sha, StatusBounced).Scan(&runID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ?,
+				gate_result = CASE WHEN ? THEN 'failure' ELSE gate_result END,
+				gate_result_at = CASE WHEN ? THEN ? ELSE gate_result_at END
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
+			StatusBounced, reason, gateFailed, gateFailed, now, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
+			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
+		}
+		if gateFailed {
+			if err := insertAudit(ctx, tx, l.Key, now, AuditGateFailure, pr, sha, reason); err != nil {
+				return err
+			}
+		}
+		if err := endCheckRun(ctx, tx, l.Key, pr, sha, runID, now, end); err != nil {
+			return err
+		}
+		return insertAudit(ctx, tx, l.Key, now, AuditBounce, pr, sha, reason)
 	})
 }
 
-// MarkMerged removes pr after GitHub merged it at sha, with audit "merge".
-func (s *Store) MarkMerged(ctx context.Context, l *Lease, pr int, sha, method string) error {
+// MarkMerged removes pr after GitHub merged it at sha, with audit "merge"
+// (reason: the method) and its check run ended with end.
+func (s *Store) MarkMerged(ctx context.Context, l *Lease, pr int, sha, method string, end CheckRunEnd) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		var runID int64
+		err := tx.QueryRowContext(ctx, `SELECT check_run_id FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? ORDER BY queued_at, id LIMIT 1`,
+			l.Key.Tenant, l.Key.Repo, pr).Scan(&runID)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: merged #%d: %w", l.Key, pr, err)
+		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, l.Key.Tenant, l.Key.Repo, pr); err != nil {
 			return fmt.Errorf("%s: merged #%d: %w", l.Key, pr, err)
+		}
+		if err := endCheckRun(ctx, tx, l.Key, pr, sha, runID, now, end); err != nil {
+			return err
 		}
 		return insertAudit(ctx, tx, l.Key, now, AuditMerge, pr, sha, method)
 	})
 }
 
-// Bounce sets pr bounced (GitHub refused the merge, or the gate failed) with
-// audit "bounce" and the reason the author is told.
-func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string) error {
-	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ? WHERE tenant = ? AND repo = ? AND pr_number = ?`,
-			StatusBounced, reason, l.Key.Tenant, l.Key.Repo, pr); err != nil {
-			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
-		}
-		return insertAudit(ctx, tx, l.Key, now, AuditBounce, pr, sha, reason)
+// Join, Leave and Reevaluate are the event transitions for a sync that
+// learned them from GitHub (the cron's resync, the engine's re-read of the
+// head): audited, not written to the event log, which holds what arrived.
+func (s *Store) Join(ctx context.Context, l *Lease, pr int, d Details) (string, error) {
+	var res string
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		var err error
+		res, err = joinEntry(ctx, tx, l.Key, pr, &d, now)
+		return err
 	})
+	return res, err
+}
+
+// Leave takes pr out of the queue with the reason; its check run ends.
+func (s *Store) Leave(ctx context.Context, l *Lease, pr int, reason string) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		_, err := leaveEntry(ctx, tx, l.Key, pr, now, reason)
+		return err
+	})
+}
+
+// Reevaluate gives pr a new head sha or base branch (empty: unchanged).
+func (s *Store) Reevaluate(ctx context.Context, l *Lease, pr int, sha, base, reason string) (string, error) {
+	var res string
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		var err error
+		res, err = reevaluateEntry(ctx, tx, l.Key, pr, sha, base, now, reason)
+		return err
+	})
+	return res, err
+}
+
+// Recheck marks every entry of k in one of statuses to be read again at the
+// next sync (the cron's pass: a lost check event is repaired, a blocked
+// entry is tried again). It returns how many were marked.
+func (s *Store) Recheck(ctx context.Context, l *Lease, statuses ...string) (int, error) {
+	var n int64
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		for _, st := range statuses {
+			res, err := tx.ExecContext(ctx, `UPDATE queue SET status = ? WHERE tenant = ? AND repo = ? AND status = ?`,
+				StatusQueued, l.Key.Tenant, l.Key.Repo, st)
+			if err != nil {
+				return fmt.Errorf("%s: recheck: %w", l.Key, err)
+			}
+			m, _ := res.RowsAffected()
+			n += m
+		}
+		return nil
+	})
+	return int(n), err
 }
 
 // SetCheckRun remembers the id and last title of pr's mergegate check run.

@@ -162,7 +162,7 @@ func (s *Store) fixIntegrity(ctx context.Context, l *Lease) ([]Fix, error) {
 
 func validStatus(s string) bool {
 	switch s {
-	case StatusQueued, StatusEvaluating, StatusGatePassed, StatusBounced:
+	case StatusQueued, StatusEvaluating, StatusGatePassed, StatusBlocked, StatusBounced:
 		return true
 	}
 	return false

@@ -56,6 +56,7 @@ func forget(ctx context.Context, tx *wtx, now int64, keys []Key) error {
 	for _, k := range keys {
 		for _, q := range []string{
 			`DELETE FROM queue WHERE tenant = ? AND repo = ?`,
+			`DELETE FROM check_outbox WHERE tenant = ? AND repo = ?`,
 			`DELETE FROM events WHERE tenant = ? AND repo = ?`,
 			`DELETE FROM audit WHERE tenant = ? AND repo = ?`,
 			`DELETE FROM leases WHERE tenant = ? AND repo = ?`,

@@ -100,7 +100,8 @@ func (s *Store) Apply(ctx context.Context, l *Lease, ev Event) (Result, error) {
 	return res, err
 }
 
-// apply is the seed's _processEvent inside a transaction.
+// apply is the seed's _processEvent inside a transaction: the event is
+// logged, then its Op performed.
 func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 	if s.beforeApply != nil {
 		s.beforeApply(ev)
@@ -116,22 +117,19 @@ func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 	}
 	var result string
 	var err error
-	switch ev.EventType {
-	case "pull_request":
-		switch ev.Action {
-		case "opened", "reopened", "ready_for_review", "labeled", "auto_merge_enabled":
-			result, err = s.join(ctx, tx, k, ev.PRNumber, d, now)
-		case "closed", "unlabeled", "auto_merge_disabled", "converted_to_draft":
-			result, err = s.leave(ctx, tx, k, ev.PRNumber, now, "")
-		case "synchronize", "edited":
-			result, err = s.reevaluate(ctx, tx, k, ev.PRNumber, d.Sha, now)
-		default:
-			result = ResultIgnored
-		}
-	case "check_suite", "check_run", "status", "pull_request_review":
-		result, err = s.gateEvent(ctx, tx, k, ev.PRNumber, d, now)
-	default:
+	switch ev.Op {
+	case OpJoin:
+		result, err = joinEntry(ctx, tx, k, ev.PRNumber, d, now)
+	case OpLeave:
+		result, err = leaveEntry(ctx, tx, k, ev.PRNumber, now, d.Reason)
+	case OpReevaluate:
+		result, err = reevaluateEntry(ctx, tx, k, ev.PRNumber, d.Sha, d.Base, now, d.Reason)
+	case OpRecheck:
+		result, err = recheckEntry(ctx, tx, k, ev.PRNumber, d.Sha)
+	case OpIgnore:
 		result = ResultIgnored
+	default:
+		return Result{}, fmt.Errorf("%s: %s/%s event has no queue operation (translate it first)", k, ev.EventType, ev.Action)
 	}
 	if err != nil {
 		return Result{}, err
@@ -143,11 +141,11 @@ func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 	return Result{Result: result, QueueLength: n}, nil
 }
 
-// join is the seed's _queueJoin. A PR already queued answers already_queued
+// joinEntry is the seed's _queueJoin. A PR already queued answers already_queued
 // (double-staging prevention). One exception: a bounced entry is replaced by
 // a fresh one, so that re-adding the trigger label after a fix rejoins the PR
 // instead of waiting for reconcile to sweep the bounced entry.
-func (s *Store) join(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int64) (string, error) {
+func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int64) (string, error) {
 	if pr <= 0 {
 		return "", &FieldError{Field: "prNumber", Msg: "is required to join"}
 	}
@@ -173,21 +171,24 @@ func (s *Store) join(ctx context.Context, tx *wtx, k Key, pr int, d *Details, no
 	if d.QueuedAt > 0 {
 		queuedAt = d.QueuedAt
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref, head_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base, now); err != nil {
 		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
 	}
-	if err := insertAudit(ctx, tx, k, now, AuditJoin, pr, d.Sha, ""); err != nil {
+	if err := insertAudit(ctx, tx, k, now, AuditJoin, pr, d.Sha, d.Reason); err != nil {
 		return "", err
 	}
 	return ResultJoined, nil
 }
 
-// leave is the seed's _queueLeave: a PR not in the queue leaves silently.
-func (s *Store) leave(ctx context.Context, tx *wtx, k Key, pr int, now int64, reason string) (string, error) {
-	var sha string
-	err := tx.QueryRowContext(ctx, `SELECT pr_sha FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? ORDER BY queued_at, id LIMIT 1`,
-		k.Tenant, k.Repo, pr).Scan(&sha)
+// leaveEntry is the seed's _queueLeave: a PR not in the queue leaves silently.
+// A bounced entry leaves too (its check run was ended when it bounced).
+// The entry's check run is ended with the reason (the outbox).
+func leaveEntry(ctx context.Context, tx *wtx, k Key, pr int, now int64, reason string) (string, error) {
+	var sha, status string
+	var runID int64
+	err := tx.QueryRowContext(ctx, `SELECT pr_sha, status, check_run_id FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? ORDER BY queued_at, id LIMIT 1`,
+		k.Tenant, k.Repo, pr).Scan(&sha, &status, &runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ResultLeft, nil
 	}
@@ -197,94 +198,94 @@ func (s *Store) leave(ctx context.Context, tx *wtx, k Key, pr int, now int64, re
 	if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, k.Tenant, k.Repo, pr); err != nil {
 		return "", fmt.Errorf("%s: leave #%d: %w", k, pr, err)
 	}
+	if status != StatusBounced && runID != 0 {
+		if err := endCheckRun(ctx, tx, k, pr, sha, runID, now, CheckRunEnd{Conclusion: "neutral",
+			Title: "Left the merge queue", Summary: leftSummary(reason)}); err != nil {
+			return "", err
+		}
+	}
 	if err := insertAudit(ctx, tx, k, now, AuditLeave, pr, sha, reason); err != nil {
 		return "", err
 	}
 	return ResultLeft, nil
 }
 
-// reevaluate takes a queued PR's new head: new prSha, reevaluatedAt, status
-// back to queued, gate fields cleared. A PR not queued is ignored.
-func (s *Store) reevaluate(ctx context.Context, tx *wtx, k Key, pr int, sha string, now int64) (string, error) {
+func leftSummary(reason string) string {
+	if reason == "" {
+		return "This pull request left the merge queue."
+	}
+	return "This pull request left the merge queue: " + reason + "."
+}
+
+// reevaluateEntry takes a queued PR's new head or base: new prSha (or base_ref),
+// reevaluatedAt, status back to queued, gate fields cleared. A new head ends
+// the old head's check run; a new base keeps the run (same commit) and its
+// title is rewritten by the next sync. A PR not queued (or bounced) is
+// ignored.
+func reevaluateEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, base string, now int64, reason string) (string, error) {
 	if pr <= 0 {
 		return "", &FieldError{Field: "prNumber", Msg: "is required to reevaluate"}
 	}
 	if sha == "" {
 		return "", &FieldError{Field: "details.sha", Msg: "is required to reevaluate"}
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE queue SET pr_sha = ?, reevaluated_at = ?, status = ?,
-			gate_result = NULL, gate_result_at = NULL, gate_reason = '', check_run_id = 0, check_title = ''
-		WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
-		sha, now, StatusQueued, k.Tenant, k.Repo, pr, StatusBounced)
+	var oldSha string
+	var runID int64
+	err := tx.QueryRowContext(ctx, `SELECT pr_sha, check_run_id FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ? ORDER BY queued_at, id LIMIT 1`,
+		k.Tenant, k.Repo, pr, StatusBounced).Scan(&oldSha, &runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ResultIgnored, nil
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ResultIgnored, nil
+	if oldSha != sha {
+		if runID != 0 {
+			if err := endCheckRun(ctx, tx, k, pr, oldSha, runID, now, CheckRunEnd{Conclusion: "neutral",
+				Title: "Superseded by a new commit", Summary: "New commits were pushed; mergegate checks the new head."}); err != nil {
+				return "", err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET pr_sha = ?, head_at = ?, check_run_id = 0, check_title = '',
+				base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END, reevaluated_at = ?, status = ?,
+				gate_result = NULL, gate_result_at = NULL, gate_reason = ''
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
+			sha, now, base, base, now, StatusQueued, k.Tenant, k.Repo, pr, StatusBounced)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END, reevaluated_at = ?, status = ?,
+				gate_result = NULL, gate_result_at = NULL, gate_reason = ''
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
+			base, base, now, StatusQueued, k.Tenant, k.Repo, pr, StatusBounced)
 	}
-	if err := insertAudit(ctx, tx, k, now, AuditReevaluate, pr, sha, ""); err != nil {
+	if err != nil {
+		return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
+	}
+	if err := insertAudit(ctx, tx, k, now, AuditReevaluate, pr, sha, reason); err != nil {
 		return "", err
 	}
 	return ResultReevaluated, nil
 }
 
-// gateEvent applies a check/status/review event to the queued PR whose prSha
-// is details.sha (prNumber, when not 0, must match too). With a gateResult it
-// records it; without one the entry is evaluating (checks still pending).
-func (s *Store) gateEvent(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int64) (string, error) {
-	if d.Sha == "" {
+// recheckEntry marks the queued PR whose head is sha (prNumber, when not 0, must
+// match too) to be read again: a check, status or review event. Whatever
+// the event says, the gate is read from GitHub: a result in the event only
+// starts that reading. An event for a sha that is no head is ignored.
+func recheckEntry(ctx context.Context, tx *wtx, k Key, pr int, sha string) (string, error) {
+	if sha == "" {
 		return ResultIgnored, nil
 	}
-	e, err := entryBySha(ctx, tx, k, d.Sha, pr)
+	e, err := entryBySha(ctx, tx, k, sha, pr)
 	if err != nil || e == nil {
 		if err == nil {
 			return ResultIgnored, nil
 		}
 		return "", err
 	}
-	// Without a result the entry must be evaluated again: no reason is kept
-	// (a reason marks an entry evaluated and waiting for its next event).
-	reason := d.Reason
-	if d.GateResult == "" {
-		reason = ""
-	}
-	if err := s.recordGate(ctx, tx, k, e.PRNumber, d.Sha, d.GateResult, reason, now); err != nil {
-		return "", err
+	if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
+		StatusQueued, k.Tenant, k.Repo, e.PRNumber, sha, StatusBounced); err != nil {
+		return "", fmt.Errorf("%s: recheck #%d: %w", k, e.PRNumber, err)
 	}
 	return ResultGateRecorded, nil
-}
-
-// recordGate sets a gate outcome: success → gate_passed (audit gate_success);
-// failure → bounced (audit gate_failure, then bounce); "" → evaluating.
-func (s *Store) recordGate(ctx context.Context, tx *wtx, k Key, pr int, sha, result, reason string, now int64) error {
-	var err error
-	switch result {
-	case GateSuccess:
-		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_result = ?, gate_result_at = ?, gate_reason = ?
-			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
-			StatusGatePassed, GateSuccess, now, reason, k.Tenant, k.Repo, pr, sha, StatusBounced)
-		if err == nil {
-			err = insertAudit(ctx, tx, k, now, AuditGateSuccess, pr, sha, "")
-		}
-	case GateFailure:
-		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_result = ?, gate_result_at = ?, gate_reason = ?
-			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
-			StatusBounced, GateFailure, now, reason, k.Tenant, k.Repo, pr, sha, StatusBounced)
-		if err == nil {
-			err = insertAudit(ctx, tx, k, now, AuditGateFailure, pr, sha, reason)
-		}
-		if err == nil {
-			err = insertAudit(ctx, tx, k, now, AuditBounce, pr, sha, reason)
-		}
-	default:
-		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_result = NULL, gate_result_at = NULL, gate_reason = ?
-			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ? AND status != ?`,
-			StatusEvaluating, reason, k.Tenant, k.Repo, pr, sha, StatusBounced)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: gate result for #%d: %w", k, pr, err)
-	}
-	return nil
 }
 
 func entryBySha(ctx context.Context, q querier, k Key, sha string, pr int) (*Entry, error) {

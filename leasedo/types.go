@@ -27,12 +27,37 @@ type SystemClock struct{}
 
 func (SystemClock) Now() time.Time { return time.Now() }
 
-// Queue entry statuses (the seed's).
+// Queue entry statuses: the seed's four and blocked. What each means and
+// who moves an entry between them is drawn in ARCHITECTURE.md.
 const (
-	StatusQueued     = "queued"
+	// StatusQueued: joined, or something changed (a new head, a check or
+	// review event, a retry that is due): the next sync reads it again.
+	StatusQueued = "queued"
+	// StatusEvaluating: read; waits on its checks, a review or GitHub, as
+	// its GateReason says, until the next event or pass.
 	StatusEvaluating = "evaluating"
+	// StatusGatePassed: its checks passed; it waits its turn, or (the head)
+	// what GateReason says.
 	StatusGatePassed = "gate_passed"
-	StatusBounced    = "bounced"
+	// StatusBlocked: the operator must change something (GateReason says
+	// what); the pull request keeps its place and its label, and entries
+	// behind it go on. Each cron pass tries it again.
+	StatusBlocked = "blocked"
+	// StatusBounced: out of the queue until its author asks again.
+	StatusBounced = "bounced"
+)
+
+// Op is a typed transition of a queue entry, asked by an event. The webhook
+// package maps GitHub's event types and actions (and the seed's POST /event
+// vocabulary) to these; nothing below it reads GitHub's action strings.
+type Op string
+
+const (
+	OpJoin       Op = "join"       // enter the queue (details.sha: the head)
+	OpLeave      Op = "leave"      // leave the queue (closed, no longer eligible)
+	OpReevaluate Op = "reevaluate" // a new head (details.sha) or base (details.base)
+	OpRecheck    Op = "recheck"    // GitHub reports something new about the head: read it again
+	OpIgnore     Op = "ignore"     // logged, no queue action
 )
 
 // Gate results.
@@ -50,6 +75,9 @@ const (
 	AuditGateFailure = "gate_failure"
 	AuditMerge       = "merge"
 	AuditBounce      = "bounce"
+	// AuditBlocked is ours: the operator must act (reason says what). It is
+	// written when the reason changes, not on every try.
+	AuditBlocked = "blocked"
 )
 
 // Results of ProcessEvent / Apply (SPEC §3).
@@ -70,15 +98,20 @@ type Event struct {
 	Action    string   `json:"action"`
 	PRNumber  int      `json:"prNumber"`
 	Details   *Details `json:"details"`
+	// Op is what the event asks of the queue, set by whoever translated
+	// it (webhook.OpOf, webhook.Translate); the store applies only this.
+	Op Op `json:"-"`
 }
 
 // Key returns the event's (tenant, repo).
 func (e Event) Key() Key { return Key{Tenant: e.Tenant, Repo: e.Repo} }
 
 // Details carries the fields the queue actions read. Sha is the head sha for
-// join/reevaluate and the tested sha for gate results; GateResult is
-// "success", "failure" or empty (still pending). Reason is free text kept in
-// the event log (why a gate failed, why an event was ignored).
+// join/reevaluate and the sha a check or review event is about. GateResult
+// ("success", "failure" or empty) is kept in the event log and only ever
+// starts a reading of the gate: mergegate merges on what it read from
+// GitHub itself, never on a result someone posted. Reason is free text kept
+// in the event log (why an event was ignored, why an entry left).
 type Details struct {
 	Sha        string `json:"sha,omitempty"`
 	GateResult string `json:"gateResult,omitempty"`

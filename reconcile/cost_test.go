@@ -35,9 +35,10 @@ func callSummary(calls []fakegithub.Call) (total, notModified int, byRoute strin
 }
 
 // API cost: 200 repositories (4 installations of 50), each with 2 open PRs,
-// one eligible; half already queued. The first pass joins the other half;
-// a second pass over the unchanged repositories costs 0 rate-limit points:
-// every request is a 304.
+// one eligible; half already queued. The first pass joins the other half
+// and reads every entry's checks; the second sees mergegate's own check
+// runs on them (new data); a pass over the repositories once settled costs
+// 0 rate-limit points: every request is a 304.
 func TestAPICostUnchangedRepositories(t *testing.T) {
 	e := newEnv(t)
 	tenants := []string{"101", "102", "103", "104"}
@@ -49,7 +50,7 @@ func TestAPICostUnchangedRepositories(t *testing.T) {
 			e.gh.AddPR(repo, fakegithub.PR{Number: 1, Labels: []string{"automerge"}})
 			e.gh.AddPR(repo, fakegithub.PR{Number: 2, Labels: []string{"bug"}})
 			if n%2 == 0 {
-				if _, err := e.store.ProcessEvent(e.ctx, leasedo.Event{EventType: "pull_request", Tenant: tn, Repo: repo, Action: "labeled",
+				if _, err := e.store.ProcessEvent(e.ctx, leasedo.Event{EventType: "pull_request", Tenant: tn, Repo: repo, Action: "labeled", Op: leasedo.OpJoin,
 					PRNumber: 1, Details: &leasedo.Details{Sha: fakegithub.DeriveSHA(repo, "pr", "1"), Base: "main"}}, "worker"); err != nil {
 					t.Fatal(err)
 				}
@@ -68,6 +69,9 @@ func TestAPICostUnchangedRepositories(t *testing.T) {
 	}
 	t.Logf("first pass: %d requests (%d 304), %d rate-limit points:%s", total1, nm1, usedFirst, routes1)
 
+	e.clock.Advance(5 * time.Minute)
+	e.runAll() // settles: reads the check runs mergegate wrote
+	usedFirst = e.gh.RateLimitUsed()
 	e.gh.ResetCalls()
 	e.clock.Advance(5 * time.Minute)
 	second := e.runAll()
@@ -86,13 +90,17 @@ func TestAPICostUnchangedRepositories(t *testing.T) {
 			t.Errorf("second pass: %s %s answered %d, want a 304", c.Method, c.Path, c.Status)
 		}
 	}
-	// One listing per repository, one installation listing, one repository
+	// Per repository: its listing, and for its waiting entry the base's
+	// rulesets, the check runs, the commit statuses and the check suites
+	// (no required checks); then one installation listing, one repository
 	// listing per installation.
-	if total2 != 200+1+len(tenants) {
-		t.Errorf("second pass sent %d requests, want %d", total2, 200+1+len(tenants))
+	if want := 200*5 + 1 + len(tenants); total2 != want {
+		t.Errorf("second pass sent %d requests, want %d", total2, want)
 	}
 	for _, tn := range tenants {
-		if left, _, _ := e.fc.RateRemaining(tn); left < 5000-100 {
+		// Each joined entry's first reading and its check run: 10 points
+		// or less.
+		if left, _, _ := e.fc.RateRemaining(tn); left < 5000-50*10 {
 			t.Errorf("tenant %s: %d points left", tn, left)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
-	"github.com/mergegate/mergegate/webhook"
+	"github.com/mergegate/mergegate/rules"
 )
 
 const tenant = "101"
@@ -72,7 +72,7 @@ func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 	e.openDB()
 	e.cfg = Config{
 		Forge:    fc,
-		Options:  webhook.DefaultOptions(),
+		Options:  rules.DefaultOptions(),
 		Logger:   zerolog.New(e.logs).Level(zerolog.DebugLevel),
 		Clock:    e.clock,
 		OnChange: e.onChange,
@@ -128,8 +128,22 @@ func (e *env) key(repo string) leasedo.Key { return leasedo.Key{Tenant: tenant, 
 func (e *env) join(repo string, pr int, sha string) {
 	e.t.Helper()
 	_, err := e.store.ProcessEvent(e.ctx, leasedo.Event{EventType: "pull_request", Tenant: tenant, Repo: repo,
-		Action: "labeled", PRNumber: pr, Details: &leasedo.Details{Sha: sha, Base: "main"}}, "worker")
+		Action: "labeled", Op: leasedo.OpJoin, PRNumber: pr, Details: &leasedo.Details{Sha: sha, Base: "main"}}, "worker")
 	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// bounce bounces pr at sha under a lease, as a sync does after a failed gate.
+func (e *env) bounce(repo string, pr int, sha string) {
+	e.t.Helper()
+	l, err := e.store.Acquire(e.ctx, e.key(repo), "worker")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer e.store.Release(e.ctx, l) //nolint:errcheck
+	if err := e.store.Bounce(e.ctx, l, pr, sha, `its check "ci" concluded failure`, true,
+		leasedo.CheckRunEnd{Conclusion: "failure", Title: "Out of the merge queue", Summary: "failed"}); err != nil {
 		e.t.Fatal(err)
 	}
 }

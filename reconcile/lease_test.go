@@ -95,10 +95,7 @@ func TestPassWithoutForge(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Forge = nil })
 	e.join("octo/app", 1, "a")
 	e.join("octo/app", 2, "b")
-	if _, err := e.store.ProcessEvent(e.ctx, leasedo.Event{EventType: "status", Tenant: tenant, Repo: "octo/app",
-		Details: &leasedo.Details{Sha: "b", GateResult: "failure"}}, "worker"); err != nil {
-		t.Fatal(err)
-	}
+	e.bounce("octo/app", 2, "b")
 	ans, err := e.r.Pass(e.ctx, e.key("octo/app"))
 	if err != nil {
 		t.Fatal(err)

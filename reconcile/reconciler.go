@@ -9,7 +9,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
-	"github.com/mergegate/mergegate/webhook"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // Defaults of Config.
@@ -31,7 +31,11 @@ type Config struct {
 	// (stale leases, duplicates, bounced entries) runs.
 	Forge *forge.Client
 	// Options are the eligibility triggers (SPEC §4).
-	Options webhook.Options
+	Options rules.Options
+	// Syncer moves a queue on after its resync: the engine's, so that both
+	// decide the same way (default: one of the Reconciler's own, on Forge,
+	// with Options and the default policy).
+	Syncer *Syncer
 	// Logger gets one line per repository pass; keys tenant, repo, pr, sha.
 	Logger zerolog.Logger
 	// OnChange, when set, is called after a pass that changed k's queue or
@@ -78,7 +82,8 @@ type Config struct {
 type Reconciler struct {
 	store    *leasedo.Store
 	forge    *forge.Client
-	opts     webhook.Options
+	opts     rules.Options
+	syncer   *Syncer
 	log      zerolog.Logger
 	onChange func(leasedo.Key)
 	conc     int
@@ -123,6 +128,11 @@ func New(cfg Config) *Reconciler {
 	}
 	if r.by == "" {
 		r.by = DefaultBy
+	}
+	r.syncer = cfg.Syncer
+	if r.syncer == nil {
+		r.syncer = NewSyncer(SyncConfig{Store: cfg.Store, Forge: cfg.Forge, Clock: r.clock, Logger: cfg.Logger,
+			Policy: rules.Policy{Triggers: cfg.Options, CheckTimeout: DefaultCheckTimeout}})
 	}
 	return r
 }

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
-	"github.com/mergegate/mergegate/webhook"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // ErrRateLow says a pass stopped because the tenant's rate-limit points fell
@@ -32,7 +31,9 @@ const (
 // requests. One listing per repository; a listing that did not change is a
 // 304 and costs no rate-limit point. An empty queue (state lost) is rebuilt
 // by the same rule: every eligible open PR is missing, so every one joins,
-// at its GitHub trigger time.
+// at its GitHub trigger time. Then every entry that waits is read again (a
+// check or review event that was lost is repaired here), and the queue is
+// moved on by the same sync the engine runs.
 func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error) {
 	k := l.Key
 	items, err := r.store.Items(ctx, k)
@@ -57,16 +58,27 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 		return fixes, err
 	}
 	joined, err := r.joinMissing(ctx, l, prs, queued)
-	return append(fixes, joined...), err
+	fixes = append(fixes, joined...)
+	if err != nil {
+		return fixes, err
+	}
+	if _, err := r.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked); err != nil {
+		return fixes, err
+	}
+	if _, err := r.syncer.Sync(ctx, l); err != nil {
+		return fixes, err
+	}
+	return fixes, nil
 }
 
-// syncQueued removes queued PRs that are closed or no longer eligible and
-// reevaluates those whose head (or base) moved. It returns the PR numbers
-// still queued.
+// syncQueued removes queued PRs that are closed (confirmed with a GET: the
+// listing may lag) or no longer eligible and reevaluates those whose head
+// (or base) moved. It returns the PR numbers still queued.
 func (r *Reconciler) syncQueued(ctx context.Context, l *leasedo.Lease, items []leasedo.Item, open map[int]forge.PR) ([]leasedo.Fix, map[int]bool, error) {
 	var fixes []leasedo.Fix
 	queued := map[int]bool{}
 	now := r.clock.Now()
+	k := l.Key
 	for _, it := range items {
 		queued[it.PRNumber] = true
 		if it.Status == leasedo.StatusBounced {
@@ -80,25 +92,39 @@ func (r *Reconciler) syncQueued(ctx context.Context, l *leasedo.Lease, items []l
 		moved := isOpen && why == "" && pr.HeadSHA != it.PRSha
 		rebased := isOpen && why == "" && !moved && it.BaseRef != "" && pr.BaseRef != "" && pr.BaseRef != it.BaseRef
 		if (!isOpen || why != "" || moved) && r.recent(it, now) {
-			r.log.Debug().Str("tenant", l.Key.Tenant).Str("repo", l.Key.Repo).Int("pr", it.PRNumber).Str("sha", it.PRSha).
+			r.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", it.PRNumber).Str("sha", it.PRSha).
 				Msg("resync: entry changed within the grace period; GitHub's listing may lag, next pass decides")
 			continue
 		}
-		var ev leasedo.Event
 		var fix leasedo.Fix
+		var err error
 		switch {
 		case !isOpen:
-			ev = r.event(l.Key, "closed", it.PRNumber, it.PRSha, "", "resync: pull request is no longer open on GitHub")
-			fix = leasedo.Fix{Fix: FixLeft, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: "closed on GitHub"}
+			// Missing from the open list: ask GitHub before leaving.
+			fresh, gerr := r.forge.GetPR(ctx, k.Tenant, k.Repo, it.PRNumber)
+			switch {
+			case gerr != nil && !forge.IsNotFound(gerr):
+				return fixes, queued, gerr
+			case gerr == nil && fresh.State == "open":
+				r.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", it.PRNumber).
+					Msg("resync: open on GitHub though not listed; the listing lags, next pass decides")
+				continue
+			}
+			detail := "closed on GitHub"
+			if fresh.Merged {
+				detail = "merged outside mergegate"
+			}
+			err = r.store.Leave(ctx, l, it.PRNumber, "resync: "+detail)
+			fix = leasedo.Fix{Fix: FixLeft, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: detail}
 		case why != "":
-			ev = r.event(l.Key, leaveAction(pr, r.opts), it.PRNumber, it.PRSha, pr.BaseRef, "resync: no longer eligible: "+why)
+			err = r.store.Leave(ctx, l, it.PRNumber, "resync: no longer eligible: "+why)
 			fix = leasedo.Fix{Fix: FixLeft, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: "no longer eligible: " + why}
 		case moved:
-			ev = r.event(l.Key, "synchronize", it.PRNumber, pr.HeadSHA, pr.BaseRef, "resync: head moved from "+short(it.PRSha))
-			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: pr.HeadSHA, Detail: "head moved from " + short(it.PRSha)}
+			_, err = r.store.Reevaluate(ctx, l, it.PRNumber, pr.HeadSHA, pr.BaseRef, "resync: head moved from "+rules.Short(it.PRSha))
+			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: pr.HeadSHA, Detail: "head moved from " + rules.Short(it.PRSha)}
 		case rebased:
-			ev = r.event(l.Key, "edited", it.PRNumber, pr.HeadSHA, pr.BaseRef, "resync: base changed from "+it.BaseRef)
-			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: pr.HeadSHA, Detail: fmt.Sprintf("base changed from %s to %s", it.BaseRef, pr.BaseRef)}
+			_, err = r.store.Reevaluate(ctx, l, it.PRNumber, it.PRSha, pr.BaseRef, "resync: base changed from "+it.BaseRef)
+			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: fmt.Sprintf("base changed from %s to %s", it.BaseRef, pr.BaseRef)}
 		default:
 			if it.BaseRef == "" && pr.BaseRef != "" {
 				// Learned quietly: joins through POST /event may lack it.
@@ -108,21 +134,13 @@ func (r *Reconciler) syncQueued(ctx context.Context, l *leasedo.Lease, items []l
 			}
 			continue
 		}
-		res, err := r.store.Apply(ctx, l, ev)
 		if err != nil {
 			return fixes, queued, err
 		}
 		if fix.Fix == FixLeft {
 			delete(queued, it.PRNumber)
 		}
-		if fix.Fix == FixReevaluated && pr.BaseRef != it.BaseRef {
-			if err := r.store.SetBase(ctx, l, it.PRNumber, pr.BaseRef); err != nil {
-				return fixes, queued, err
-			}
-		}
-		if res.Result == leasedo.ResultLeft || res.Result == leasedo.ResultReevaluated {
-			fixes = append(fixes, fix)
-		}
+		fixes = append(fixes, fix)
 	}
 	return fixes, queued, nil
 }
@@ -132,7 +150,6 @@ func (r *Reconciler) syncQueued(ctx context.Context, l *leasedo.Lease, items []l
 type missing struct {
 	pr     forge.PR
 	at     time.Time
-	action string // labeled or auto_merge_enabled
 	source string // what the time is
 }
 
@@ -249,13 +266,12 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 	})
 	var fixes []leasedo.Fix
 	for _, m := range joins {
-		ev := r.event(k, m.action, m.pr.Number, m.pr.HeadSHA, m.pr.BaseRef, "resync: eligible on GitHub but not queued ("+m.source+")")
-		ev.Details.QueuedAt = m.at.UnixMilli()
-		res, err := r.store.Apply(ctx, l, ev)
+		res, err := r.store.Join(ctx, l, m.pr.Number, leasedo.Details{Sha: m.pr.HeadSHA, Base: m.pr.BaseRef, QueuedAt: m.at.UnixMilli(),
+			Reason: "resync: eligible on GitHub but not queued (" + m.source + ")"})
 		if err != nil {
 			return fixes, err
 		}
-		if res.Result == leasedo.ResultJoined {
+		if res == leasedo.ResultJoined {
 			fixes = append(fixes, leasedo.Fix{Fix: FixJoined, PRNumber: m.pr.Number, PRSha: m.pr.HeadSHA,
 				Detail: m.source + " at " + m.at.UTC().Format(time.RFC3339)})
 		}
@@ -269,12 +285,9 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 // returned; other API errors fall back too, so one bad PR does not block
 // the rest.
 func (r *Reconciler) triggerTime(ctx context.Context, k leasedo.Key, pr forge.PR) (missing, error) {
-	label := r.opts.TriggerLabel != "" && hasLabel(pr.Labels, r.opts.TriggerLabel)
+	label := r.opts.TriggerLabel != "" && rules.HasLabel(pr.Labels, r.opts.TriggerLabel)
 	auto := r.opts.AutoMergeTrigger && pr.AutoMerge
-	m := missing{pr: pr, action: "labeled"}
-	if !label {
-		m.action = "auto_merge_enabled"
-	}
+	m := missing{pr: pr}
 	tt, err := r.forge.TriggerTimes(ctx, k.Tenant, k.Repo, pr.Number, r.opts.TriggerLabel)
 	if err != nil {
 		if _, ok := forge.IsRateLimited(err); ok || ctx.Err() != nil {
@@ -287,7 +300,7 @@ func (r *Reconciler) triggerTime(ctx context.Context, k leasedo.Key, pr forge.PR
 		m.at, m.source = tt.LabeledAt, fmt.Sprintf("label %q", r.opts.TriggerLabel)
 	}
 	if auto && !tt.AutoMergeAt.IsZero() && (m.at.IsZero() || tt.AutoMergeAt.Before(m.at)) {
-		m.at, m.source, m.action = tt.AutoMergeAt, "auto-merge", "auto_merge_enabled"
+		m.at, m.source = tt.AutoMergeAt, "auto-merge"
 	}
 	if m.at.IsZero() {
 		m.at, m.source = pr.CreatedAt, "no trigger event; created"
@@ -324,41 +337,5 @@ func (r *Reconciler) recent(it leasedo.Item, now time.Time) bool {
 
 // ineligibility applies SPEC §4's rule to a PR as the API lists it.
 func (r *Reconciler) ineligibility(pr forge.PR) string {
-	return webhook.Ineligibility(webhook.Eligibility{State: pr.State, Draft: pr.Draft, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, r.opts)
-}
-
-// leaveAction is the seed action that matches why an open PR left.
-func leaveAction(pr forge.PR, opt webhook.Options) string {
-	switch {
-	case pr.Draft:
-		return "converted_to_draft"
-	case opt.TriggerLabel != "":
-		return "unlabeled"
-	default:
-		return "auto_merge_disabled"
-	}
-}
-
-// event builds one seed event for k.
-func (r *Reconciler) event(k leasedo.Key, action string, pr int, sha, base, reason string) leasedo.Event {
-	return leasedo.Event{
-		EventType: "pull_request", Tenant: k.Tenant, Repo: k.Repo, Action: action, PRNumber: pr,
-		Details: &leasedo.Details{Sha: sha, Base: base, Reason: reason},
-	}
-}
-
-func hasLabel(labels []string, name string) bool {
-	for _, l := range labels {
-		if strings.EqualFold(l, name) {
-			return true
-		}
-	}
-	return false
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
+	return rules.Ineligibility(rules.Eligibility{State: pr.State, Draft: pr.Draft, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, r.opts)
 }

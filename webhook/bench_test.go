@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // BenchmarkVerify24KB verifies a typical 24 KB delivery, with one secret and
@@ -58,7 +59,7 @@ func BenchmarkTranslate(b *testing.B) {
 		d := leasedo.Delivery{ID: "bench", Event: c.event, Tenant: c.tenant, Repo: helloWorld, Body: body}
 		for _, impl := range []struct {
 			name      string
-			translate func(leasedo.Delivery, Options) (Translation, error)
+			translate func(leasedo.Delivery, rules.Options) (Translation, error)
 		}{{"scanner", Translate}, {"encoding-json", refTranslate}} {
 			b.Run(c.name+"/"+impl.name, func(b *testing.B) {
 				b.SetBytes(int64(len(body)))

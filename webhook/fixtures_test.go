@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // Head shas and names in the octokit examples.
@@ -26,7 +27,7 @@ const (
 
 // bugTrigger makes the examples' "bug" label the trigger, so that their PRs
 // (labelled bug, auto_merge null) are eligible.
-var bugTrigger = Options{TriggerLabel: "bug", AutoMergeTrigger: true}
+var bugTrigger = rules.Options{TriggerLabel: "bug", AutoMergeTrigger: true}
 
 // want is what one delivery should produce: the answer, then (when stored)
 // the translation. Event reasons are not compared; ignored is a substring.
@@ -51,10 +52,10 @@ func ev(eventType, action string, pr int, sha string) leasedo.Event {
 const injectedTenant = "4242"
 
 type fixtureCase struct {
-	file    string   // under fixtureDir
-	event   string   // X-GitHub-Event
-	opt     *Options // nil = bugTrigger
-	noInst  bool     // a repository-hook example: 400 as is, then resent with an installation
+	file    string         // under fixtureDir
+	event   string         // X-GitHub-Event
+	opt     *rules.Options // nil = bugTrigger
+	noInst  bool           // a repository-hook example: 400 as is, then resent with an installation
 	want    want
 	comment string
 }
@@ -82,7 +83,7 @@ func fixtureCases() []fixtureCase {
 	gate := func(eventType, action string, n int, sha string) []leasedo.Event {
 		return []leasedo.Event{ev(eventType, action, n, sha)}
 	}
-	def := DefaultOptions()
+	def := rules.DefaultOptions()
 	ping := want{status: http.StatusOK}
 
 	return []fixtureCase{
@@ -137,7 +138,10 @@ func fixtureCases() []fixtureCase {
 		{file: "ghes-35/pull_request/unlabeled.json", event: "pull_request", want: ghesPR(pr("unlabeled", 2, shaGHES), "")},
 
 		// pull_request_review.
-		{file: "pull_request_review/dismissed.payload.json", want: with(stored("1", helloWorld), func(w *want) { w.ignored = "dismissed is not acted on" })},
+		// A dismissed approval can take a pull request's reviews below what
+		// its base requires: read again, like a submitted one.
+		{file: "pull_request_review/dismissed.payload.json",
+			want: with(stored("1", helloWorld), func(w *want) { w.events, w.base = gate("pull_request_review", "dismissed", 2, shaDotcom), "master" })},
 		{file: "pull_request_review/submitted.payload.json",
 			want: with(stored("1", helloWorld), func(w *want) { w.events, w.base = gate("pull_request_review", "submitted", 2, shaDotcom), "master" })},
 		{file: "pull_request_review/submitted.with-organization.payload.json",
@@ -284,7 +288,7 @@ func TestFixturesThroughHandler(t *testing.T) {
 
 // checkDelivery signs body, sends it through the real handler and checks the
 // answer, the stored delivery and its translation.
-func checkDelivery(t *testing.T, event, id string, body []byte, opt Options, w want) {
+func checkDelivery(t *testing.T, event, id string, body []byte, opt rules.Options, w want) {
 	t.Helper()
 	th := newTestHandler(t)
 	resp := th.serve(delivery{event: event, id: id, body: body})
@@ -346,6 +350,9 @@ func checkTranslation(t *testing.T, got Translation, w want) {
 	var wantEvents []leasedo.Event
 	for _, e := range w.events {
 		e.Tenant, e.Repo = w.tenant, w.repo
+		if e.Op == "" {
+			e.Op = OpOf(e.EventType, e.Action)
+		}
 		wantEvents = append(wantEvents, e)
 	}
 	if !reflect.DeepEqual(got.Events, wantEvents) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // FuzzVerify: Verify never panics, accepts what Sign produces and accepts
@@ -59,7 +60,7 @@ func FuzzTranslate(f *testing.F) {
 		if err == nil {
 			d.Action, d.Tenant, d.Repo = meta.Action, meta.Tenant, meta.Repo
 		}
-		for _, opt := range []Options{DefaultOptions(), {}} {
+		for _, opt := range []rules.Options{rules.DefaultOptions(), {}} {
 			tr, err := Translate(d, opt)
 			if err != nil {
 				continue

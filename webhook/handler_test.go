@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // minimal is a small App delivery: an unlabelled PR opened.
@@ -158,7 +159,7 @@ func TestFormEncoded(t *testing.T) {
 	if string(d.Body) != minimal || d.Tenant != "7" {
 		t.Fatalf("stored %+v body %s", d, d.Body)
 	}
-	tr, err := Translate(d, Options{AutoMergeTrigger: true, TriggerLabel: "automerge"})
+	tr, err := Translate(d, rules.Options{AutoMergeTrigger: true, TriggerLabel: "automerge"})
 	if err != nil || !strings.Contains(tr.Ignored, "not eligible") {
 		t.Fatalf("Translate = %+v, %v", tr, err)
 	}

@@ -5,24 +5,8 @@ import (
 	"strings"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
-
-// DefaultTriggerLabel is the label that puts a PR in the queue by default.
-const DefaultTriggerLabel = "automerge"
-
-// Options says which triggers make a pull request eligible (SPEC §4).
-// The zero value has both triggers off; start from DefaultOptions.
-type Options struct {
-	// TriggerLabel puts a PR in the queue; "" turns the label trigger off.
-	TriggerLabel string
-	// AutoMergeTrigger makes GitHub auto-merge (auto_merge not null) a trigger.
-	AutoMergeTrigger bool
-}
-
-// DefaultOptions is the label "automerge" and auto-merge, both on.
-func DefaultOptions() Options {
-	return Options{TriggerLabel: DefaultTriggerLabel, AutoMergeTrigger: true}
-}
 
 // Translation is what one stored delivery asks of mergegate.
 type Translation struct {
@@ -63,7 +47,7 @@ type Push struct {
 // changes it asks for (SPEC §4). Events carry the delivery's Tenant and Repo.
 // Checks are never trusted from a payload: gate events carry no gateResult,
 // the gate is read from GitHub later. An error wraps ErrMalformed.
-func Translate(d leasedo.Delivery, opt Options) (Translation, error) {
+func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 	switch d.Event {
 	case "pull_request":
 		return translatePullRequest(d, opt)
@@ -85,6 +69,27 @@ func Translate(d leasedo.Delivery, opt Options) (Translation, error) {
 	return Translation{Ignored: fmt.Sprintf("event type %s is not acted on", quoted(d.Event))}, nil
 }
 
+// OpOf maps the seed's /event vocabulary (SPEC §3), which is GitHub's event
+// types and actions, to the queue operation it asks for. It is the only
+// reading of GitHub's action strings; Translate uses it after it has
+// checked a delivery's payload (eligibility, a base change).
+func OpOf(eventType, action string) leasedo.Op {
+	switch eventType {
+	case "pull_request":
+		switch action {
+		case "opened", "reopened", "ready_for_review", "labeled", "auto_merge_enabled":
+			return leasedo.OpJoin
+		case "closed", "unlabeled", "auto_merge_disabled", "converted_to_draft":
+			return leasedo.OpLeave
+		case "synchronize", "edited":
+			return leasedo.OpReevaluate
+		}
+	case "check_suite", "check_run", "status", "pull_request_review":
+		return leasedo.OpRecheck
+	}
+	return leasedo.OpIgnore
+}
+
 // event builds one queue event for the delivery's (tenant, repo).
 func event(d leasedo.Delivery, action string, pr int, sha, reason string) leasedo.Event {
 	return leasedo.Event{
@@ -94,6 +99,7 @@ func event(d leasedo.Delivery, action string, pr int, sha, reason string) leased
 		Action:    action,
 		PRNumber:  pr,
 		Details:   &leasedo.Details{Sha: sha, Reason: reason},
+		Op:        OpOf(d.Event, action),
 	}
 }
 
@@ -105,7 +111,7 @@ func needRepo(d leasedo.Delivery) error {
 	return nil
 }
 
-func translatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) {
+func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 	var p prPayload
 	if err := decode(d.Body, prFields, &p); err != nil {
 		return Translation{}, err
@@ -153,54 +159,12 @@ func translatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) 
 	return t, nil
 }
 
-// Eligibility is what SPEC §4's eligibility rule reads of a pull request;
-// the webhook path fills it from a payload, the cron from GitHub's API.
-type Eligibility struct {
-	State     string // open, closed
-	Draft     bool
-	Labels    []string
-	AutoMerge bool // auto_merge is not null
-}
-
-// Ineligibility says why a pull request is not eligible (SPEC §4), "" when
-// it is: open, not a draft, and carrying the trigger label or with
-// auto-merge enabled (each trigger can be off).
-func Ineligibility(e Eligibility, opt Options) string {
-	switch {
-	case e.State != "open":
-		return "pull request is " + orUnknown(e.State)
-	case e.Draft:
-		return "pull request is a draft"
-	case opt.TriggerLabel != "" && hasLabel(e.Labels, opt.TriggerLabel):
-		return ""
-	case opt.AutoMergeTrigger && e.AutoMerge:
-		return ""
-	case opt.TriggerLabel == "" && !opt.AutoMergeTrigger:
-		return "both triggers (label and auto-merge) are off"
-	case opt.TriggerLabel == "":
-		return "auto-merge is not enabled"
-	case !opt.AutoMergeTrigger:
-		return fmt.Sprintf("no %q label", opt.TriggerLabel)
-	}
-	return fmt.Sprintf("no %q label and auto-merge is not enabled", opt.TriggerLabel)
-}
-
-func ineligibility(pr *pullRequest, opt Options) string {
-	e := Eligibility{State: pr.State, Draft: pr.Draft, AutoMerge: pr.AutoMerge != nil}
+func ineligibility(pr *pullRequest, opt rules.Options) string {
+	e := rules.Eligibility{State: pr.State, Draft: pr.Draft, AutoMerge: pr.AutoMerge != nil}
 	for _, l := range pr.Labels {
 		e.Labels = append(e.Labels, l.Name)
 	}
-	return Ineligibility(e, opt)
-}
-
-// hasLabel compares names case-insensitively, as GitHub does.
-func hasLabel(labels []string, name string) bool {
-	for _, l := range labels {
-		if strings.EqualFold(l, name) {
-			return true
-		}
-	}
-	return false
+	return rules.Ineligibility(e, opt)
 }
 
 func translateReview(d leasedo.Delivery) (Translation, error) {
@@ -208,7 +172,7 @@ func translateReview(d leasedo.Delivery) (Translation, error) {
 	if err := decode(d.Body, prFields, &p); err != nil {
 		return Translation{}, err
 	}
-	if p.Action != "submitted" {
+	if p.Action != "submitted" && p.Action != "dismissed" {
 		return Translation{Ignored: fmt.Sprintf("pull_request_review action %s is not acted on", quoted(p.Action))}, nil
 	}
 	pr := p.PullRequest
@@ -332,13 +296,6 @@ func fullNames(repos []repoRef) []string {
 func quoted(s string) string {
 	if s == "" {
 		return `""`
-	}
-	return s
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "in an unknown state"
 	}
 	return s
 }

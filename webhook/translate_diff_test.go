@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // The scanner-based Parse and Translate must agree with the encoding/json
@@ -26,8 +27,8 @@ var diffEvents = []string{
 }
 
 // diffOptions are the trigger settings Translate is compared under.
-var diffOptions = []Options{
-	DefaultOptions(), {}, {TriggerLabel: "bug"}, {AutoMergeTrigger: true},
+var diffOptions = []rules.Options{
+	rules.DefaultOptions(), {}, {TriggerLabel: "bug"}, {AutoMergeTrigger: true},
 	{TriggerLabel: "AutoMerge", AutoMergeTrigger: true},
 }
 

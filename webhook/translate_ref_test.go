@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // refParse is Parse as encoding/json did it.
@@ -189,7 +190,7 @@ type refInstallationPayload struct {
 }
 
 // refTranslate is Translate as encoding/json did it.
-func refTranslate(d leasedo.Delivery, opt Options) (Translation, error) {
+func refTranslate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 	switch d.Event {
 	case "pull_request":
 		return refTranslatePullRequest(d, opt)
@@ -211,7 +212,7 @@ func refTranslate(d leasedo.Delivery, opt Options) (Translation, error) {
 	return Translation{Ignored: fmt.Sprintf("event type %s is not acted on", quoted(d.Event))}, nil
 }
 
-func refTranslatePullRequest(d leasedo.Delivery, opt Options) (Translation, error) {
+func refTranslatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 	var p refPRPayload
 	if err := refDecode(d.Body, &p); err != nil {
 		return Translation{}, err
@@ -259,12 +260,12 @@ func refTranslatePullRequest(d leasedo.Delivery, opt Options) (Translation, erro
 	return t, nil
 }
 
-func refIneligibility(pr *refPullRequest, opt Options) string {
-	e := Eligibility{State: pr.State, Draft: pr.Draft, AutoMerge: pr.AutoMerge != nil}
+func refIneligibility(pr *refPullRequest, opt rules.Options) string {
+	e := rules.Eligibility{State: pr.State, Draft: pr.Draft, AutoMerge: pr.AutoMerge != nil}
 	for _, l := range pr.Labels {
 		e.Labels = append(e.Labels, l.Name)
 	}
-	return Ineligibility(e, opt)
+	return rules.Ineligibility(e, opt)
 }
 
 func refTranslateReview(d leasedo.Delivery) (Translation, error) {
@@ -272,7 +273,7 @@ func refTranslateReview(d leasedo.Delivery) (Translation, error) {
 	if err := refDecode(d.Body, &p); err != nil {
 		return Translation{}, err
 	}
-	if p.Action != "submitted" {
+	if p.Action != "submitted" && p.Action != "dismissed" {
 		return Translation{Ignored: fmt.Sprintf("pull_request_review action %s is not acted on", quoted(p.Action))}, nil
 	}
 	pr := p.PullRequest

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // autoMergeObject is what GitHub puts in pull_request.auto_merge once enabled.
@@ -26,16 +27,16 @@ func autoMergeObject() map[string]any {
 // the action changes, and sent through the real handler.
 func TestSyntheticPullRequestActions(t *testing.T) {
 	const newHead = "0123456789abcdef0123456789abcdef01234567"
-	def := DefaultOptions()
-	labelOff := Options{TriggerLabel: "", AutoMergeTrigger: true}
-	autoOff := Options{TriggerLabel: DefaultTriggerLabel, AutoMergeTrigger: false}
-	bothOff := Options{}
+	def := rules.DefaultOptions()
+	labelOff := rules.Options{TriggerLabel: "", AutoMergeTrigger: true}
+	autoOff := rules.Options{TriggerLabel: rules.DefaultTriggerLabel, AutoMergeTrigger: false}
+	bothOff := rules.Options{}
 	join := func(action, sha string) []leasedo.Event { return []leasedo.Event{ev("pull_request", action, 2, sha)} }
 
 	cases := []struct {
 		name    string
 		from    string
-		opt     Options
+		opt     rules.Options
 		edit    func(t *testing.T, m map[string]any)
 		events  []leasedo.Event
 		ignored string
@@ -218,7 +219,7 @@ func TestSyntheticGateAndPush(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			body := editJSON(t, readFixture(t, c.from), c.edit)
 			c.w.status = http.StatusAccepted
-			checkDelivery(t, c.event, fmt.Sprintf("gate-%d", i), body, DefaultOptions(), c.w)
+			checkDelivery(t, c.event, fmt.Sprintf("gate-%d", i), body, rules.DefaultOptions(), c.w)
 		})
 	}
 }
@@ -240,7 +241,7 @@ func TestTranslateMalformed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr, err := Translate(c.d, DefaultOptions())
+			tr, err := Translate(c.d, rules.DefaultOptions())
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("Translate = %+v, %v; want an ErrMalformed", tr, err)
 			}
@@ -276,11 +277,11 @@ func TestParse(t *testing.T) {
 }
 
 func TestIgnoredNamesTheEventType(t *testing.T) {
-	tr, err := Translate(leasedo.Delivery{Event: "issues", Tenant: "1", Repo: "o/r", Body: []byte(`{"action":"opened"}`)}, DefaultOptions())
+	tr, err := Translate(leasedo.Delivery{Event: "issues", Tenant: "1", Repo: "o/r", Body: []byte(`{"action":"opened"}`)}, rules.DefaultOptions())
 	if err != nil || tr.Ignored != "event type issues is not acted on" || len(tr.Events) != 0 {
 		t.Fatalf("Translate = %+v, %v", tr, err)
 	}
-	if !strings.Contains(fmt.Sprint(DefaultOptions()), DefaultTriggerLabel) {
+	if !strings.Contains(fmt.Sprint(rules.DefaultOptions()), rules.DefaultTriggerLabel) {
 		t.Fatal("DefaultOptions has no trigger label")
 	}
 }

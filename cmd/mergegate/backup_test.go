@@ -25,7 +25,7 @@ func TestBackupCopiesTheDatabaseAndCredentialsWhileOpen(t *testing.T) {
 	defer db.Close()
 	store := leasedo.NewStore(db, leasedo.Config{})
 	k := leasedo.Key{Tenant: "1", Repo: "o/r"}
-	if _, err := store.ProcessEvent(ctx, leasedo.Event{EventType: "pull_request", Action: "labeled", Tenant: k.Tenant, Repo: k.Repo,
+	if _, err := store.ProcessEvent(ctx, leasedo.Event{EventType: "pull_request", Action: "labeled", Op: leasedo.OpJoin, Tenant: k.Tenant, Repo: k.Repo,
 		PRNumber: 4, Details: &leasedo.Details{Sha: strings.Repeat("a", 40)}}, "worker"); err != nil {
 		t.Fatal(err)
 	}

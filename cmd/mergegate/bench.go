@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -371,7 +372,7 @@ func placehold(m map[string]any, kind int) error {
 	}
 	m["number"], pr["number"] = phNum, phNum
 	pr["state"], pr["draft"], pr["auto_merge"] = "open", false, nil
-	pr["labels"] = []any{map[string]any{"name": webhook.DefaultTriggerLabel}}
+	pr["labels"] = []any{map[string]any{"name": rules.DefaultTriggerLabel}}
 	head, err := benchObj(pr, "head")
 	if err != nil {
 		return err
@@ -379,7 +380,7 @@ func placehold(m map[string]any, kind int) error {
 	head["sha"] = phSHA
 	if kind == 0 {
 		m["action"] = "labeled"
-		m["label"] = map[string]any{"name": webhook.DefaultTriggerLabel}
+		m["label"] = map[string]any{"name": rules.DefaultTriggerLabel}
 	} else {
 		m["action"] = "synchronize"
 		m["after"] = phSHA

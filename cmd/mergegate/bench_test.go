@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -48,7 +49,7 @@ func TestBenchDeliveries(t *testing.T) {
 		if event != w.event || meta.Tenant != "77" || meta.Repo != repo {
 			t.Fatalf("delivery %d: %s %+v, want %s for %s under 77", i, event, meta, w.event, repo)
 		}
-		tr, err := webhook.Translate(leasedo.Delivery{ID: id, Event: event, Action: meta.Action, Tenant: meta.Tenant, Repo: meta.Repo, Body: body}, webhook.DefaultOptions())
+		tr, err := webhook.Translate(leasedo.Delivery{ID: id, Event: event, Action: meta.Action, Tenant: meta.Tenant, Repo: meta.Repo, Body: body}, rules.DefaultOptions())
 		if err != nil || len(tr.Events) != 1 || tr.Ignored != "" {
 			t.Fatalf("delivery %d: translation %+v, %v", i, tr, err)
 		}

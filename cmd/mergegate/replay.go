@@ -15,6 +15,7 @@ import (
 
 	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -61,7 +62,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		offline  *app.ReplayOptions
 		online   *sender
 		strict   = flags["strict"]
-		triggers = webhook.Options{TriggerLabel: v["trigger-label"], AutoMergeTrigger: flags["auto-merge-trigger"]}
+		triggers = rules.Options{TriggerLabel: v["trigger-label"], AutoMergeTrigger: flags["auto-merge-trigger"]}
 	)
 	if flags["offline"] {
 		switch v["merge-method"] {

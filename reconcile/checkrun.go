@@ -1,0 +1,129 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// publishDepth is how many entries of each base's queue have a check run
+// that shows their place.
+const publishDepth = 20
+
+const checkRunSummary = "mergegate merges one pull request at a time per base branch, the first in line, " +
+	"and only at the commit whose required checks passed. This check shows where this pull request stands."
+
+// publish brings k's mergegate check runs up to date: first it ends the
+// runs that transitions queued to end (leaving, merging, bouncing, a new
+// head), then it gives every queued entry (the first publishDepth of each
+// base) a run whose title says its place and what it waits for. A run is
+// written only when its title changes: GitHub allows about 80
+// content-creating requests a minute.
+func (s *Syncer) publish(ctx context.Context, l *leasedo.Lease) error {
+	k := l.Key
+	ends, err := s.store.CheckRunsToEnd(ctx, k)
+	if err != nil {
+		return err
+	}
+	for _, c := range ends {
+		cr := forge.CheckRun{Status: "completed", Conclusion: c.Conclusion, Title: c.Title, Summary: c.Summary}
+		if c.CheckRunID != 0 {
+			err = s.gh.UpdateCheckRun(ctx, k.Tenant, k.Repo, c.CheckRunID, cr)
+		} else {
+			_, err = s.gh.CreateCheckRun(ctx, k.Tenant, k.Repo, c.Sha, cr)
+		}
+		if err != nil && !forge.IsNotFound(err) { // a run GitHub no longer has needs no ending
+			return err
+		}
+		if err := s.store.CheckRunEnded(ctx, l, c.ID); err != nil {
+			return err
+		}
+	}
+	items, err := s.store.Items(ctx, k)
+	if err != nil {
+		return err
+	}
+	byBase := map[string][]leasedo.Item{}
+	var bases []string
+	for _, it := range items {
+		if it.Status == leasedo.StatusBounced {
+			continue
+		}
+		if _, ok := byBase[it.BaseRef]; !ok {
+			bases = append(bases, it.BaseRef)
+		}
+		byBase[it.BaseRef] = append(byBase[it.BaseRef], it)
+	}
+	for _, base := range bases {
+		live := byBase[base]
+		for i, it := range live {
+			if i >= publishDepth {
+				break
+			}
+			title := checkTitle(i, live)
+			if title == it.CheckTitle {
+				continue
+			}
+			summary := checkRunSummary
+			if it.Status == leasedo.StatusBlocked {
+				summary = "mergegate cannot merge this pull request until the repository's administrators change something: " +
+					it.GateReason + ". It keeps its place in the queue and is tried again every few minutes."
+			}
+			cr := forge.CheckRun{Status: "in_progress", Title: title, Summary: summary}
+			id := it.CheckRunID
+			if id == 0 {
+				id, err = s.gh.CreateCheckRun(ctx, k.Tenant, k.Repo, it.PRSha, cr)
+			} else {
+				err = s.gh.UpdateCheckRun(ctx, k.Tenant, k.Repo, id, cr)
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.store.SetCheckRun(ctx, l, it.PRNumber, it.PRSha, id, title); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkTitle says where live[i] stands in its base's queue and what it
+// waits for.
+func checkTitle(i int, live []leasedo.Item) string {
+	it := live[i]
+	waits := it.GateReason
+	switch {
+	case it.Status == leasedo.StatusBlocked:
+		waits = "blocked until an administrator acts: " + it.GateReason
+	case it.Status == leasedo.StatusGatePassed && waits == "" && i == 0:
+		waits = "checks passed, merging"
+	case it.Status == leasedo.StatusGatePassed && waits == "":
+		waits = "checks passed"
+	case waits == "":
+		waits = "checks being read"
+	}
+	base := it.BaseRef
+	if base == "" {
+		base = "its base"
+	}
+	if i == 0 {
+		return fmt.Sprintf("1st in the merge queue for %s: %s", base, waits)
+	}
+	return fmt.Sprintf("%s of %d in the merge queue for %s, after #%d: %s", ordinal(i+1), len(live), base, live[0].PRNumber, waits)
+}
+
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}

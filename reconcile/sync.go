@@ -1,0 +1,536 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
+)
+
+// Bounds of one sync, so that one busy repository cannot starve the rest
+// nor spend the rate limit in a burst.
+const (
+	maxActionsPerSync = 20
+	maxEvalsPerStep   = 5
+	rulesCacheTTL     = time.Minute     // a base's rules change rarely; every reading needs them
+	methodsCacheTTL   = 5 * time.Minute // so do a repository's merge methods
+	maxRetryWait      = 30 * time.Second
+)
+
+// DefaultCheckTimeout bounces a head whose required checks have not
+// concluded this long after it was pushed or joined.
+const DefaultCheckTimeout = time.Hour
+
+// Observer is told what a sync did, for metrics. Every method must be safe
+// for concurrent use.
+type Observer interface {
+	Gate(result string, took time.Duration)
+	Merged(k leasedo.Key, waited time.Duration)
+	Bounced(k leasedo.Key, problem string)
+	Blocked(k leasedo.Key, problem string)
+	BranchUpdated(k leasedo.Key)
+	Queue(k leasedo.Key, items []leasedo.Item, now time.Time)
+}
+
+// SyncConfig configures a Syncer.
+type SyncConfig struct {
+	Store  *leasedo.Store
+	Forge  *forge.Client
+	Policy rules.Policy
+	Clock  leasedo.Clock
+	Logger zerolog.Logger
+	// Observer, when set, gets the sync's outcomes (metrics).
+	Observer Observer
+	// RetryBase is the first pause before reading again what GitHub
+	// settles by itself (default 1 s); it doubles up to 30 s.
+	RetryBase time.Duration
+}
+
+// Syncer runs the sync of one repository: the level-triggered pass that
+// reads each queue entry from GitHub, asks rules.Decide what to do and does
+// it. The engine runs it after applying deliveries, the cron after its
+// resync; both the same way. It is safe for concurrent use; each call runs
+// under the repository's lease.
+type Syncer struct {
+	cfg   SyncConfig
+	store *leasedo.Store
+	gh    *forge.Client
+	log   zerolog.Logger
+	clock leasedo.Clock
+
+	mu      sync.Mutex
+	rules   map[string]cached[forge.Required]     // tenant:repo@branch
+	methods map[string]cached[forge.MergeMethods] // tenant:repo
+	retries map[string]int                        // tenant:repo#pr: pauses in a row
+}
+
+type cached[T any] struct {
+	v  T
+	at time.Time
+}
+
+// NewSyncer returns a Syncer; zero fields of cfg take their defaults.
+func NewSyncer(cfg SyncConfig) *Syncer {
+	if cfg.Clock == nil {
+		cfg.Clock = leasedo.SystemClock{}
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = time.Second
+	}
+	if cfg.Policy.MergeMethod == "" {
+		cfg.Policy.MergeMethod = forge.MethodMerge
+	}
+	return &Syncer{
+		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock,
+		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
+	}
+}
+
+// Policy returns the policy the Syncer decides with.
+func (s *Syncer) Policy() rules.Policy { return s.cfg.Policy }
+
+// Sync moves k's queue forward under l, Tide-style: read the state, take
+// the next action, repeat until nothing is left to do now; then bring the
+// check runs up to date. It returns when to come back (0: at the next
+// event) and the error that stopped it, sorted by the caller.
+func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, error) {
+	k := l.Key
+	if s.gh == nil {
+		return 0, nil
+	}
+	if paused, err := s.store.Suspended(ctx, k.Tenant); err != nil || paused {
+		return 0, err
+	}
+	var retry time.Duration
+	handled := map[int]bool{} // waiting for a retry: not again in this sync
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if i == maxActionsPerSync {
+			retry = minRetry(retry, 10*time.Millisecond) // more to do: come back at once, after other repos
+			break
+		}
+		items, err := s.store.Items(ctx, k)
+		if err != nil {
+			return retry, err
+		}
+		progressed, wait, err := s.step(ctx, l, items, handled)
+		retry = minRetry(retry, wait)
+		if err != nil {
+			return retry, err
+		}
+		if !progressed {
+			break
+		}
+	}
+	if err := s.publish(ctx, l); err != nil {
+		return retry, err
+	}
+	if s.cfg.Observer != nil {
+		items, err := s.store.Items(ctx, k)
+		if err == nil {
+			s.cfg.Observer.Queue(k, items, s.clock.Now())
+		}
+	}
+	return retry, nil
+}
+
+// step takes one action on the queue: the head of each base branch's queue
+// first, then the entries behind them that are to be read. It reports
+// whether the queue changed.
+func (s *Syncer) step(ctx context.Context, l *leasedo.Lease, items []leasedo.Item, handled map[int]bool) (bool, time.Duration, error) {
+	heads := headsOf(items)
+	var retry time.Duration
+	for _, it := range items {
+		if heads[it.PRNumber] && dueHead(it) && !handled[it.PRNumber] {
+			changed, wait, err := s.advance(ctx, l, it, true, handled)
+			if changed || err != nil {
+				return changed, wait, err
+			}
+			retry = minRetry(retry, wait)
+		}
+	}
+	evals := 0
+	for _, it := range items {
+		if heads[it.PRNumber] || it.Status != leasedo.StatusQueued || handled[it.PRNumber] || evals >= maxEvalsPerStep {
+			continue
+		}
+		evals++
+		changed, wait, err := s.advance(ctx, l, it, false, handled)
+		if changed || err != nil {
+			return changed, wait, err
+		}
+		retry = minRetry(retry, wait)
+	}
+	return false, retry, nil
+}
+
+// headsOf marks the head of each base branch's queue: its first entry that
+// is neither bounced nor blocked. Queues of different bases never hold
+// each other up.
+func headsOf(items []leasedo.Item) map[int]bool {
+	seen := map[string]bool{}
+	heads := map[int]bool{}
+	for _, it := range items {
+		if it.Status == leasedo.StatusBounced || it.Status == leasedo.StatusBlocked || seen[it.BaseRef] {
+			continue
+		}
+		seen[it.BaseRef] = true
+		heads[it.PRNumber] = true
+	}
+	return heads
+}
+
+// dueHead: a head is acted on when it is to be read (queued), or when its
+// checks passed while it waited behind another and it has not been looked
+// at as the head yet (no reason recorded).
+func dueHead(it leasedo.Item) bool {
+	return it.Status == leasedo.StatusQueued || (it.Status == leasedo.StatusGatePassed && it.GateReason == "")
+}
+
+// advance gathers the facts of one entry, decides and carries the decision
+// out. It reports whether the queue changed and when to come back.
+func (s *Syncer) advance(ctx context.Context, l *leasedo.Lease, it leasedo.Item, head bool, handled map[int]bool) (bool, time.Duration, error) {
+	k := l.Key
+	if it.BaseRef == "" {
+		pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, it.PRNumber)
+		if err != nil {
+			return false, 0, err
+		}
+		if err := s.store.SetBase(ctx, l, it.PRNumber, pr.BaseRef); err != nil {
+			return false, 0, err
+		}
+		return true, 0, nil // read the queue again: the entry's base decides its queue
+	}
+	f, err := s.facts(ctx, k, it, head)
+	if err != nil {
+		return false, 0, err
+	}
+	a := rules.Decide(f, s.cfg.Policy)
+	if f.Gate.Result == forge.GateSuccess && it.GateResult != leasedo.GateSuccess {
+		s.prLog(k, it.PRNumber, it.PRSha).Info().Str("reason", f.Gate.Reason).Msg("gate passed")
+	}
+	switch a.Kind {
+	case rules.Merge, rules.UpdateBranch, rules.Block, rules.Bounce:
+		if f.Gate.Result == forge.GateSuccess && it.GateResult != leasedo.GateSuccess {
+			// The audit says the gate passed before what follows from it.
+			if _, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, ""); err != nil {
+				return false, 0, err
+			}
+		}
+	}
+	return s.carry(ctx, l, f, a, handled, 0)
+}
+
+// facts reads what the decision needs: the base's rules and the checks on
+// the head sha (and, without required checks, the other Apps' suites); for
+// a head whose checks passed, the pull request itself, its repository's
+// merge methods and, where the base requires them, its reviews.
+func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head bool) (rules.Facts, error) {
+	f := rules.Facts{Entry: it, Head: head, Now: s.clock.Now()}
+	var err error
+	if f.Rules, err = s.rulesOf(ctx, k, it.BaseRef); err != nil {
+		return f, err
+	}
+	results, err := s.gh.CheckResults(ctx, k.Tenant, k.Repo, it.PRSha)
+	if err != nil {
+		return f, err
+	}
+	var suites []forge.CheckSuite
+	if !f.Rules.Configured || len(f.Rules.Contexts) == 0 {
+		if suites, err = s.gh.CheckSuites(ctx, k.Tenant, k.Repo, it.PRSha); err != nil {
+			return f, err
+		}
+	}
+	start := time.Now()
+	f.Gate = forge.EvaluateGate(f.Rules, results, suites)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Gate(f.Gate.Result, time.Since(start))
+	}
+	if !head || f.Gate.Result != forge.GateSuccess {
+		return f, nil
+	}
+	return f, s.readPR(ctx, k, &f)
+}
+
+// readPR fills f's snapshot of the pull request, the merge methods and the
+// reviews (when the base requires them).
+func (s *Syncer) readPR(ctx context.Context, k leasedo.Key, f *rules.Facts) error {
+	pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, f.Entry.PRNumber)
+	if err != nil {
+		return err
+	}
+	f.PR = &pr
+	f.Methods = pr.Methods
+	if f.Methods == nil {
+		m, err := s.methodsOf(ctx, k)
+		if err != nil {
+			return err
+		}
+		f.Methods = &m
+	}
+	if f.Rules.Reviews > 0 || f.Rules.CodeOwners {
+		r, err := s.gh.Reviews(ctx, k.Tenant, k.Repo, pr.Number)
+		if err != nil {
+			return err
+		}
+		f.Reviews = &r
+	}
+	return nil
+}
+
+// carry does what a decides for f's entry. A refused merge or branch
+// update reads the pull request again and decides once more, with the
+// refusal (depth 1); a second refusal in a row waits for the next pass.
+func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a rules.Action, handled map[int]bool, depth int) (bool, time.Duration, error) {
+	k, it := l.Key, f.Entry
+	log := s.prLog(k, it.PRNumber, it.PRSha)
+	if a.Kind != rules.Wait || !a.Retry {
+		s.resetRetry(k, it.PRNumber)
+	}
+	switch a.Kind {
+	case rules.Wait:
+		changed, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, a.Status, a.Reason)
+		if err != nil {
+			return false, 0, err
+		}
+		if changed {
+			log.Debug().Str("status", a.Status).Str("reason", a.Reason).Msg("waits")
+		}
+		if a.Retry {
+			handled[it.PRNumber] = true
+			return false, s.nextRetry(k, it.PRNumber), nil
+		}
+		return changed, 0, nil
+
+	case rules.Regate:
+		sha := a.Sha
+		if sha == "" {
+			sha = it.PRSha
+		}
+		log.Info().Str("reason", a.Reason).Str("new_sha", a.Sha).Str("base", a.Base).Msg("gated again")
+		_, err := s.store.Reevaluate(ctx, l, it.PRNumber, sha, a.Base, a.Reason)
+		return true, 0, err
+
+	case rules.Leave:
+		log.Info().Str("reason", a.Reason).Msg("left the queue")
+		return true, 0, s.store.Leave(ctx, l, it.PRNumber, a.Reason)
+
+	case rules.Bounce:
+		return true, 0, s.bounce(ctx, l, it, a)
+
+	case rules.Block:
+		changed, err := s.store.Block(ctx, l, it.PRNumber, it.PRSha, a.Reason)
+		if err != nil {
+			return false, 0, err
+		}
+		if changed {
+			// Once per change: each cron pass tries a blocked entry again.
+			log.Warn().Str("problem", a.Problem).Str("reason", a.Reason).Msg("blocked: the operator must act; nobody is bounced")
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Blocked(k, a.Problem)
+			}
+		}
+		return changed, 0, nil
+
+	case rules.UpdateBranch:
+		if depth > 0 && f.Refusal != nil && f.Refusal.Op == "update-branch" {
+			handled[it.PRNumber] = true
+			return false, s.nextRetry(k, it.PRNumber), nil
+		}
+		err := s.gh.UpdateBranch(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha)
+		if err == nil {
+			log.Info().Str("base", it.BaseRef).Msg("branch behind its base: asked GitHub to update it")
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.BranchUpdated(k)
+			}
+			if err := s.store.MarkBranchUpdated(ctx, l, it.PRNumber, it.PRSha, ""); err != nil {
+				return false, 0, err
+			}
+			_, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, "branch being updated from "+it.BaseRef)
+			return true, 0, err
+		}
+		return s.refused(ctx, l, f, "update-branch", "", err, handled, depth)
+
+	case rules.Merge:
+		if depth > 0 && f.Refusal != nil && f.Refusal.Op == "merge" {
+			handled[it.PRNumber] = true
+			return false, s.nextRetry(k, it.PRNumber), nil
+		}
+		return s.merge(ctx, l, f, a, handled, depth)
+	}
+	return false, 0, fmt.Errorf("%s: #%d: unknown action %v", k, it.PRNumber, a.Kind)
+}
+
+// merge merges the head at exactly its tested sha.
+func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a rules.Action, handled map[int]bool, depth int) (bool, time.Duration, error) {
+	k, it := l.Key, f.Entry
+	log := s.prLog(k, it.PRNumber, it.PRSha)
+	mergeSHA, err := s.gh.Merge(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha, a.Method)
+	if err == nil {
+		log.Info().Str("method", a.Method).Str("merge_sha", mergeSHA).Str("method_note", a.MethodNote).Msg("merged")
+		return true, 0, s.merged(ctx, l, it, a)
+	}
+	if forge.IsTransient(err) {
+		// The merge may have happened: read the PR before anything else.
+		fresh, gerr := s.gh.GetPR(ctx, k.Tenant, k.Repo, it.PRNumber)
+		if gerr == nil && fresh.Merged && fresh.HeadSHA == it.PRSha {
+			log.Info().Str("method", a.Method).Msg("merged (confirmed after an error answer)")
+			return true, 0, s.merged(ctx, l, it, a)
+		}
+		return false, 0, err
+	}
+	return s.refused(ctx, l, f, "merge", a.Method, err, handled, depth)
+}
+
+func (s *Syncer) merged(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
+	summary := fmt.Sprintf("Merged at %s with %s, the commit whose checks passed.", rules.Short(it.PRSha), a.Method)
+	if a.MethodNote != "" {
+		summary = fmt.Sprintf("Merged at %s with %s, the commit whose checks passed (%s).", rules.Short(it.PRSha), a.MethodNote, a.Method)
+	}
+	if err := s.store.MarkMerged(ctx, l, it.PRNumber, it.PRSha, a.Method,
+		leasedo.CheckRunEnd{Conclusion: "success", Title: "Merged", Summary: summary}); err != nil {
+		return err
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Merged(l.Key, time.Duration(s.clock.Now().UnixMilli()-it.QueuedAt)*time.Millisecond)
+	}
+	return nil
+}
+
+// refused sorts an error of a merge or an update: GitHub's refusal is
+// decided on with the pull request read again; anything else (rate limits,
+// outages, permissions of the App itself) goes back to the caller.
+func (s *Syncer) refused(ctx context.Context, l *leasedo.Lease, f rules.Facts, op, method string, err error, handled map[int]bool, depth int) (bool, time.Duration, error) {
+	kind, msg, ok := forge.RefusalOf(err)
+	if !ok {
+		return false, 0, err
+	}
+	k, it := l.Key, f.Entry
+	s.prLog(k, it.PRNumber, it.PRSha).Info().Str("op", op).Str("github_message", msg).Msg("GitHub refused; sorting its answer")
+	// The refusal may come from settings that changed since they were
+	// read: read them again next time.
+	s.mu.Lock()
+	delete(s.methods, k.String())
+	delete(s.rules, k.String()+"@"+it.BaseRef)
+	s.mu.Unlock()
+	s.gh.ForgetRules(k.Tenant, k.Repo, it.BaseRef)
+	if depth > 0 {
+		handled[it.PRNumber] = true
+		return false, s.nextRetry(k, it.PRNumber), nil
+	}
+	f.Refusal = &rules.Refusal{Kind: kind, Op: op, Method: method, Message: msg}
+	if err := s.readPR(ctx, k, &f); err != nil {
+		return false, 0, err
+	}
+	f.Now = s.clock.Now()
+	return s.carry(ctx, l, f, rules.Decide(f, s.cfg.Policy), handled, depth+1)
+}
+
+// bounce takes the entry out of the queue and tells its author why, in one
+// sentence (rules.BounceMessage): a comment, the check run, and the trigger
+// label removed so that it does not rejoin by itself. GitHub errors on the
+// comment and the label are the operator's, in the log; the bounce itself
+// is recorded.
+func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
+	k := l.Key
+	log := s.prLog(k, it.PRNumber, it.PRSha)
+	label := s.cfg.Policy.Triggers.TriggerLabel
+	msg := rules.BounceMessage(a.Bounced, it.PRSha, label)
+	log.Info().Str("problem", a.Problem).Str("reason", a.Bounced.Because()).Msg("bounced")
+	if err := s.store.Bounce(ctx, l, it.PRNumber, it.PRSha, a.Bounced.Because(), a.Bounced.Kind == rules.BounceGateFailure,
+		leasedo.CheckRunEnd{Conclusion: "failure", Title: "Out of the merge queue", Summary: msg}); err != nil {
+		return err
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Bounced(k, a.Problem)
+	}
+	if err := s.gh.Comment(ctx, k.Tenant, k.Repo, it.PRNumber, msg); err != nil {
+		log.Error().Err(err).Msg("could not comment on the bounce")
+	}
+	if label != "" {
+		if err := s.gh.RemoveLabel(ctx, k.Tenant, k.Repo, it.PRNumber, label); err != nil {
+			log.Error().Err(err).Msg("could not remove the trigger label")
+		}
+	}
+	return nil
+}
+
+// rulesOf reads a base branch's rules, kept for a minute.
+func (s *Syncer) rulesOf(ctx context.Context, k leasedo.Key, branch string) (forge.Required, error) {
+	key := k.String() + "@" + branch
+	now := s.clock.Now()
+	s.mu.Lock()
+	c, ok := s.rules[key]
+	s.mu.Unlock()
+	if ok && now.Sub(c.at) < rulesCacheTTL && now.Sub(c.at) >= 0 {
+		return c.v, nil
+	}
+	req, err := s.gh.RequiredChecks(ctx, k.Tenant, k.Repo, branch)
+	if err != nil {
+		return forge.Required{}, err
+	}
+	s.mu.Lock()
+	s.rules[key] = cached[forge.Required]{v: req, at: now}
+	s.mu.Unlock()
+	return req, nil
+}
+
+// methodsOf reads the repository's merge methods, kept for five minutes.
+func (s *Syncer) methodsOf(ctx context.Context, k leasedo.Key) (forge.MergeMethods, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	c, ok := s.methods[k.String()]
+	s.mu.Unlock()
+	if ok && now.Sub(c.at) < methodsCacheTTL && now.Sub(c.at) >= 0 {
+		return c.v, nil
+	}
+	m, err := s.gh.MergeMethods(ctx, k.Tenant, k.Repo)
+	if err != nil {
+		return forge.MergeMethods{}, err
+	}
+	s.mu.Lock()
+	s.methods[k.String()] = cached[forge.MergeMethods]{v: m, at: now}
+	s.mu.Unlock()
+	return m, nil
+}
+
+// nextRetry is the pause before reading an entry again that GitHub is
+// settling: RetryBase, doubling with each pause in a row, up to 30 s.
+func (s *Syncer) nextRetry(k leasedo.Key, pr int) time.Duration {
+	key := k.String() + "#" + strconv.Itoa(pr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.retries[key]
+	s.retries[key] = n + 1
+	d := s.cfg.RetryBase << min(n, 8)
+	return min(d, maxRetryWait)
+}
+
+func (s *Syncer) resetRetry(k leasedo.Key, pr int) {
+	key := k.String() + "#" + strconv.Itoa(pr)
+	s.mu.Lock()
+	delete(s.retries, key)
+	s.mu.Unlock()
+}
+
+func (s *Syncer) prLog(k leasedo.Key, pr int, sha string) *zerolog.Logger {
+	l := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", pr).Str("sha", sha).Logger()
+	return &l
+}
+
+// minRetry is the sooner of two retry delays, where 0 means none.
+func minRetry(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}

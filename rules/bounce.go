@@ -1,0 +1,97 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// BounceKind is why a pull request was taken out of the queue.
+type BounceKind string
+
+const (
+	BounceGateFailure   BounceKind = "gate_failure"   // a required check failed
+	BounceCheckTimeout  BounceKind = "check_timeout"  // required checks never concluded
+	BounceConflict      BounceKind = "conflict"       // conflicts with the base
+	BounceMergeRefused  BounceKind = "merge_refused"  // GitHub refused the merge, for a reason not sorted otherwise
+	BounceUpdateRefused BounceKind = "update_refused" // GitHub could not update the branch
+)
+
+// Bounced is what a bounced author is told, before it is a sentence.
+type Bounced struct {
+	Kind BounceKind
+	// Detail: the gate's verdict (gate_failure) or GitHub's message
+	// (merge_refused, update_refused).
+	Detail string
+	Base   string        // conflict, update_refused
+	Checks []string      // check_timeout: the checks that never concluded
+	After  time.Duration // check_timeout
+}
+
+// Because is the clause after "because": what went wrong, in the author's
+// terms, with no full stop. The audit log and the metrics keep it.
+func (b Bounced) Because() string {
+	detail := strings.TrimSuffix(strings.TrimSpace(b.Detail), ".")
+	switch b.Kind {
+	case BounceGateFailure:
+		return "its " + detail
+	case BounceCheckTimeout:
+		noun := "check"
+		if len(b.Checks) > 1 {
+			noun = "checks"
+		}
+		return fmt.Sprintf("its required %s %s did not finish within %s", noun, quoteList(b.Checks), duration(b.After))
+	case BounceConflict:
+		return "it has conflicts with " + b.Base + " that must be resolved on its branch"
+	case BounceUpdateRefused:
+		return fmt.Sprintf("GitHub could not update its branch from %s (%s)", b.Base, quote(detail))
+	}
+	return fmt.Sprintf("GitHub refused to merge it (%s)", quote(detail))
+}
+
+// BounceMessage is the one text a bounced pull request's author reads, as
+// a comment and on mergegate's check run: what happened at which commit,
+// why, and how to ask again. triggerLabel is "" when the label trigger is
+// off (auto-merge is then the way back).
+func BounceMessage(b Bounced, sha, triggerLabel string) string {
+	again := "enable auto-merge again"
+	if triggerLabel != "" {
+		again = fmt.Sprintf("add the `%s` label again", triggerLabel)
+	}
+	return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. Once that is fixed, %s.",
+		Short(sha), b.Because(), again)
+}
+
+// Short is a sha as people read it: its first 7 characters.
+func Short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+// quoteList: "a", "a" and "b", "a", "b" and "c".
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = quote(n)
+	}
+	switch len(q) {
+	case 0:
+		return ""
+	case 1:
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+// duration writes 1h, 90m, 45s rather than Go's 1h0m0s.
+func duration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}

@@ -1,0 +1,351 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// Policy is how a repository's queue is run.
+type Policy struct {
+	Triggers Options
+	// MergeMethod is the method to merge with when the repository allows
+	// it (merge, squash or rebase); else the first one it allows.
+	MergeMethod string
+	// CheckTimeout bounces a head whose required checks have not all
+	// concluded this long after it joined or was pushed (0: never).
+	CheckTimeout time.Duration
+}
+
+// Facts are what GitHub says about one queue entry, as the sync gathered
+// them. Only the head of a base's queue whose checks passed has PR (the
+// snapshot); the others are judged on their gate alone.
+type Facts struct {
+	Entry leasedo.Item
+	// Head: the entry is the first of its base branch's queue that is not
+	// bounced or blocked; only a head is merged or updated.
+	Head bool
+	// Gate is the entry's checks at its head sha, read from GitHub.
+	Gate forge.Verdict
+	// Rules are what the entry's base branch requires.
+	Rules forge.Required
+	// PR is the pull request as GetPR reports it; nil when not read.
+	PR *forge.PR
+	// Methods are the merge methods the repository allows; nil: not known
+	// (then the Policy's method is tried and GitHub's answer sorted).
+	Methods *forge.MergeMethods
+	// Reviews are read when the base requires reviews; nil otherwise.
+	Reviews *forge.Reviews
+	// Refusal is GitHub's answer to the merge or branch update just tried
+	// (the PR was read again after it).
+	Refusal *Refusal
+	Now     time.Time
+}
+
+// Refusal is GitHub's refusal of a merge or an update of the branch.
+type Refusal struct {
+	Kind    forge.Refusal
+	Op      string // "merge" or "update-branch"
+	Method  string // the merge method tried
+	Message string // GitHub's own words
+}
+
+// Kind is the kind of an Action.
+type Kind int
+
+const (
+	// Wait: nothing to do until an event, the next pass or, with Retry, a
+	// short pause; Status and Reason are recorded.
+	Wait Kind = iota
+	// UpdateBranch asks GitHub to merge the base into the head branch.
+	UpdateBranch
+	// Merge merges the head at its tested sha with Method.
+	Merge
+	// Bounce takes the PR out of the queue; Bounced says why, for its author.
+	Bounce
+	// Leave takes the PR out of the queue quietly (Reason): closed, merged
+	// elsewhere, no longer eligible.
+	Leave
+	// Block waits for the operator: Reason says what to change.
+	Block
+	// Regate takes a new head (Sha) or base (Base) from GitHub: the gate is
+	// read again from the start.
+	Regate
+)
+
+var kindNames = [...]string{"wait", "update_branch", "merge", "bounce", "leave", "block", "regate"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Action is the one thing to do next about an entry.
+type Action struct {
+	Kind Kind
+	// Status (Wait): leasedo.StatusEvaluating while its checks have not
+	// passed, StatusGatePassed once they have, StatusQueued to be read
+	// again after a short pause (Retry).
+	Status string
+	// Reason: Wait, what it waits for, shown on its check run; Leave and
+	// Regate, why; Block, what the operator must change.
+	Reason string
+	// Retry (Wait): GitHub settles this by itself; read again soon.
+	Retry bool
+	// Method (Merge) and MethodNote: why not the Policy's method, if not.
+	Method, MethodNote string
+	// Bounced (Bounce): what the author reads.
+	Bounced Bounced
+	// Sha and Base (Regate): the new head or base ("" when unchanged).
+	Sha, Base string
+	// Problem names the kind of a Bounce or Block for metrics and logs:
+	// gate_failure, check_timeout, conflict, merge_refused, update_refused,
+	// merge_queue, not_authorized, workflows, merge_method.
+	Problem string
+}
+
+// Decide returns the one next action for f under p. Its rules, in order:
+//
+//  1. What GitHub says of the pull request itself (when read): merged or
+//     closed elsewhere, or no longer eligible, leaves; a new head or base
+//     is gated again.
+//  2. The gate: a failed required check bounces; checks that have not
+//     concluded wait, and bounce once CheckTimeout has passed.
+//  3. An entry behind the head whose checks passed waits its turn.
+//  4. After GitHub refused a merge or an update: see decideRefusal.
+//  5. The head: see decideHead.
+func Decide(f Facts, p Policy) Action {
+	e := f.Entry
+	if pr := f.PR; pr != nil {
+		switch {
+		case pr.Merged:
+			return Action{Kind: Leave, Reason: "merged outside mergegate"}
+		case pr.State != "open":
+			return Action{Kind: Leave, Reason: "closed on GitHub"}
+		}
+		if why := Ineligibility(Eligibility{State: pr.State, Draft: pr.Draft, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, p.Triggers); why != "" {
+			return Action{Kind: Leave, Reason: "no longer eligible: " + why}
+		}
+		if pr.HeadSHA != "" && pr.HeadSHA != e.PRSha {
+			return Action{Kind: Regate, Sha: pr.HeadSHA, Reason: "new commits on GitHub"}
+		}
+		if e.BaseRef != "" && pr.BaseRef != "" && pr.BaseRef != e.BaseRef {
+			return Action{Kind: Regate, Base: pr.BaseRef, Reason: fmt.Sprintf("base branch changed from %s to %s", e.BaseRef, pr.BaseRef)}
+		}
+	}
+	switch f.Gate.Result {
+	case forge.GateFailure:
+		return bounce(Bounced{Kind: BounceGateFailure, Detail: f.Gate.Reason})
+	case forge.GateSuccess:
+	default:
+		if timedOut(f, p) {
+			return bounce(Bounced{Kind: BounceCheckTimeout, Checks: f.Gate.Waiting, After: p.CheckTimeout})
+		}
+		reason := f.Gate.Reason
+		if reason == "" {
+			reason = "waiting for checks"
+		}
+		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: reason}
+	}
+	if !f.Head || f.PR == nil {
+		return Action{Kind: Wait, Status: leasedo.StatusGatePassed}
+	}
+	if f.Refusal != nil {
+		return decideRefusal(f, p)
+	}
+	return decideHead(f, p)
+}
+
+// timedOut: required checks that have not concluded CheckTimeout after the
+// head joined (or was pushed).
+func timedOut(f Facts, p Policy) bool {
+	if p.CheckTimeout <= 0 || f.Entry.HeadAt <= 0 || len(f.Gate.Waiting) == 0 {
+		return false
+	}
+	return f.Now.Sub(time.UnixMilli(f.Entry.HeadAt)) >= p.CheckTimeout
+}
+
+// decideHead decides for the head of its base's queue, checks passed:
+//
+//   - a base on GitHub's own merge queue blocks (GitHub refuses direct
+//     merges there), as does a repository that allows no usable method;
+//   - mergeable not yet computed waits a moment (GitHub computes it in the
+//     background, notably right after a merge moved the base);
+//   - conflicts bounce;
+//   - a branch behind a base that requires up-to-date branches is updated
+//     (once per head), or, for a fork that does not let maintainers push,
+//     waits for its author to update it;
+//   - changes requested, approvals missing, a code owner's review or
+//     unresolved conversations wait, saying which;
+//   - otherwise it merges; whatever else GitHub objects to comes back as a
+//     refusal and is sorted then.
+func decideHead(f Facts, p Policy) Action {
+	pr, base := f.PR, f.PR.BaseRef
+	if f.Rules.MergeQueue {
+		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
+			"the base branch %s uses GitHub's merge queue, which refuses direct merges: remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, base, base)}
+	}
+	method, note, ok := chooseMethod(pr, f.Methods, f.Rules, p.MergeMethod)
+	if !ok {
+		return Action{Kind: Block, Problem: "merge_method", Reason: "the repository allows no merge method mergegate can use" +
+			linearNote(f.Rules) + ": allow squash or rebase merging in the repository's settings"}
+	}
+	switch {
+	case pr.Mergeable == nil || pr.MergeableState == "unknown":
+		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}
+	case !*pr.Mergeable || pr.MergeableState == "dirty":
+		return bounce(Bounced{Kind: BounceConflict, Base: base})
+	case pr.MergeableState == "behind" && f.Rules.Strict:
+		return behind(f)
+	}
+	if r := f.Reviews; r != nil {
+		if len(r.ChangesRequested) > 0 {
+			return waitPassed("changes requested by " + logins(r.ChangesRequested))
+		}
+		if r.Approvals < f.Rules.Reviews {
+			return waitPassed(approvals(f.Rules.Reviews, r.Approvals))
+		}
+	}
+	if pr.MergeableState == "blocked" {
+		switch {
+		case f.Rules.Reviews > 0 && f.Reviews == nil:
+			return waitPassed(approvals(f.Rules.Reviews, 0))
+		case f.Rules.CodeOwners:
+			return waitPassed("waiting for a code owner's approving review")
+		case f.Rules.Conversations:
+			return waitPassed("waiting for every review conversation to be resolved")
+		}
+	}
+	return Action{Kind: Merge, Method: method, MethodNote: note}
+}
+
+// behind: the head's branch lacks commits of a base that requires
+// up-to-date branches.
+func behind(f Facts) Action {
+	e, pr := f.Entry, f.PR
+	switch {
+	case pr.Fork && !pr.MaintainerCanModify:
+		return waitPassed(fmt.Sprintf("its branch is behind %s, and mergegate may not push to the fork: update the branch, or allow edits by maintainers", pr.BaseRef))
+	case e.BranchUpdatedSha == e.PRSha:
+		return waitPassed("branch being updated from " + pr.BaseRef)
+	}
+	return Action{Kind: UpdateBranch}
+}
+
+// decideRefusal sorts GitHub's refusal of the merge or the update just
+// tried (the PR was read again since, so rule 1 of Decide has seen a new
+// head). It never merges or updates again at once, but for the two
+// answers that ask for the other call.
+func decideRefusal(f Facts, p Policy) Action {
+	r, base := f.Refusal, f.PR.BaseRef
+	msg := strings.TrimSuffix(strings.TrimSpace(r.Message), ".")
+	switch r.Kind {
+	case forge.RefusedHeadModified:
+		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub reported new commits; reading the pull request again"}
+	case forge.RefusedBaseModified:
+		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: base + " moved while merging; trying again"}
+	case forge.RefusedBehind:
+		if r.Op == "merge" {
+			return behind(f)
+		}
+	case forge.RefusedNoNewCommits:
+		method, note, _ := chooseMethod(f.PR, f.Methods, f.Rules, p.MergeMethod)
+		return Action{Kind: Merge, Method: method, MethodNote: note}
+	case forge.RefusedReview:
+		return waitPassed("waiting for reviews: GitHub says " + quote(msg))
+	case forge.RefusedChecks:
+		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: "GitHub does not count its required checks as passed yet: " + quote(msg)}
+	case forge.RefusedMethod:
+		return Action{Kind: Block, Problem: "merge_method", Reason: fmt.Sprintf("GitHub refused to merge with %s (%s): allow it in the repository's settings, or set --merge-method to a method it allows", r.Method, quote(msg))}
+	case forge.RefusedMergeQueue:
+		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
+			"the base branch %s uses GitHub's merge queue (%s): remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, quote(msg), base, base)}
+	case forge.RefusedNotAuthorized:
+		return Action{Kind: Block, Problem: "not_authorized", Reason: fmt.Sprintf(
+			"mergegate may not push to %s (%s): let the App push to it (the branch's push restrictions, or the ruleset's bypass list)", base, quote(msg))}
+	case forge.RefusedWorkflows:
+		return Action{Kind: Block, Problem: "workflows", Reason: "it changes files under .github/workflows, which GitHub lets an App merge or update only with the workflows permission: " +
+			"give the App \"Workflows: read and write\" and accept the new permission on the installation"}
+	case forge.RefusedConflict:
+		return bounce(Bounced{Kind: BounceConflict, Base: base})
+	case forge.RefusedDraft:
+		return Action{Kind: Leave, Reason: "no longer eligible: pull request is a draft"}
+	case forge.RefusedClosed:
+		return Action{Kind: Leave, Reason: "closed on GitHub"}
+	}
+	if r.Op == "update-branch" {
+		return bounce(Bounced{Kind: BounceUpdateRefused, Base: base, Detail: msg})
+	}
+	return bounce(Bounced{Kind: BounceMergeRefused, Detail: msg})
+}
+
+// chooseMethod picks the merge method: the one the author chose with
+// GitHub auto-merge, else the preferred one, when the repository allows it
+// (and a linear-history rule does not forbid merge commits); else the
+// first it allows. ok is false when none is left.
+func chooseMethod(pr *forge.PR, known *forge.MergeMethods, req forge.Required, preferred string) (method, note string, ok bool) {
+	allowed := forge.MergeMethods{Merge: true, Squash: true, Rebase: true}
+	if known != nil {
+		allowed = *known
+	}
+	if req.LinearHistory {
+		allowed.Merge = false
+	}
+	want, whose := preferred, "--merge-method"
+	if pr.AutoMerge && pr.AutoMergeMethod != "" {
+		want, whose = pr.AutoMergeMethod, "the method chosen with auto-merge"
+	}
+	if allowed.Allows(want) {
+		if whose != "--merge-method" && want != preferred {
+			return want, "the method chosen with auto-merge", true
+		}
+		return want, "", true
+	}
+	list := allowed.List()
+	if len(list) == 0 {
+		return "", "", false
+	}
+	why := "the repository does not allow it"
+	if req.LinearHistory && want == forge.MethodMerge {
+		why = "the base requires a linear history"
+	}
+	return list[0], fmt.Sprintf("%s, not %s (%s): %s", list[0], want, whose, why), true
+}
+
+func linearNote(req forge.Required) string {
+	if req.LinearHistory {
+		return " (the base requires a linear history, so no merge commits)"
+	}
+	return ""
+}
+
+func bounce(b Bounced) Action {
+	return Action{Kind: Bounce, Bounced: b, Problem: string(b.Kind)}
+}
+
+func waitPassed(reason string) Action {
+	return Action{Kind: Wait, Status: leasedo.StatusGatePassed, Reason: reason}
+}
+
+func approvals(want, have int) string {
+	if want <= 1 {
+		return "waiting for an approving review"
+	}
+	return fmt.Sprintf("waiting for %d approving reviews (%d so far)", want, have)
+}
+
+func logins(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "@" + n
+	}
+	return strings.Join(out, ", ")
+}
+
+// quote shows GitHub's words as such.
+func quote(msg string) string { return `"` + msg + `"` }

@@ -1,0 +1,18 @@
+// Package rules is the one place that decides a pull request's life in the
+// merge queue. It is pure: from what GitHub says about a pull request and
+// its base (Facts) it returns exactly one Action: wait, update the branch,
+// merge, bounce, leave, block or re-gate. It sends nothing and stores
+// nothing; the sync of a repository (package reconcile) gathers the facts,
+// asks Decide, and carries the action out.
+//
+// Whose problem a refusal is decides what happens to it:
+//
+//   - the author's (a failed check, a conflict): bounce, with one sentence
+//     they can act on (BounceMessage);
+//   - GitHub's own, settled by itself (mergeable still being computed, "Base
+//     branch was modified", a moved head): wait a moment, or re-gate;
+//   - missing but coming (a review, an update of the branch): wait, and say
+//     for what on the pull request's check run;
+//   - the operator's (permissions, GitHub's own merge queue on the base):
+//     block, with what to change; nobody is bounced.
+package rules
