@@ -38,6 +38,7 @@ func Routes() []string {
 		RouteCreateCheckRun, RouteUpdateCheckRun, RouteCreateCommitStatus,
 		RouteListInstallations, RouteIssueEvents,
 		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
+		RouteListDeliveries, RouteRedeliver,
 	}
 }
 
@@ -62,6 +63,8 @@ func (s *Server) routes() {
 		RouteCreateCommitStatus: s.createCommitStatus,
 		RouteListInstallations:  s.listInstallations,
 		RouteIssueEvents:        s.listIssueEvents,
+		RouteListDeliveries:     s.listDeliveries,
+		RouteRedeliver:          s.redeliver,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")
