@@ -38,7 +38,7 @@ var serveSettings = []setting{
 	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "merge, squash or rebase"},
 	{"record", "MERGEGATE_RECORD", "", "write every accepted delivery into this folder (for replay)"},
 	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
-	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", "20", "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
+	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", strconv.Itoa(app.DefaultRedeliverBudget), "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
