@@ -47,7 +47,8 @@ type RedeliverySummary struct {
 	Stored    int  // ... of which the inbox holds (GitHub saw a failure after the commit)
 	Requested int  // redeliveries GitHub accepted (202)
 	Refused   int  // redelivery requests GitHub refused or that failed
-	Left      int  // candidates left for the next pass (budget, or tries used up)
+	Left      int  // candidates left for the next pass (budget)
+	GaveUp    int  // candidates asked for redeliverTries times already
 	Complete  bool // the listing reached the window's edge or the last pass's mark
 }
 
@@ -170,7 +171,7 @@ func (r *redeliverer) Sweep(ctx context.Context) (RedeliverySummary, error) {
 		case known[g.guid]:
 			sum.Stored++
 		case r.sent[g.guid].n >= redeliverTries:
-			sum.Left++
+			sum.GaveUp++
 		default:
 			todo = append(todo, g)
 		}
@@ -233,7 +234,7 @@ func (r *redeliverer) Sweep(ctx context.Context) (RedeliverySummary, error) {
 	}
 	ev.Int("scanned", sum.Scanned).Int("failed", sum.Failed).Int("stored", sum.Stored).
 		Int("requested", sum.Requested).Int("refused", sum.Refused).Int("left", sum.Left).
-		Bool("complete", sum.Complete).Msg("redelivery sweep")
+		Int("gave_up", sum.GaveUp).Bool("complete", sum.Complete).Msg("redelivery sweep")
 	return sum, nil
 }
 

@@ -162,6 +162,12 @@ func TestRedeliverySweepGivesUpOnAGUID(t *testing.T) {
 	if n := len(h.gh.RedeliveryRequests()); n != redeliverTries {
 		t.Fatalf("asked %d times for a delivery refused each time, want %d", n, redeliverTries)
 	}
+	// Given up on, it does not hold the next passes to the whole window:
+	// they read only from a minute before the newest attempt seen.
+	h.gh.AddDelivery(fakegithub.HookDelivery{GUID: "handed-over", Event: "push", StatusCode: 202, InstallationID: 1})
+	if sum := h.sweep(r); sum.Scanned != 2 || sum.Requested != 0 || sum.GaveUp != 1 {
+		t.Fatalf("pass after giving up = %+v, want the new attempt and the last redelivery read, nothing asked", sum)
+	}
 }
 
 // mergegate is down while three deliveries fail; after the restart the
