@@ -41,6 +41,10 @@ type Config struct {
 	RecordDir    string
 	Retention    time.Duration // processed deliveries kept this long (0: 72h)
 	Clock        leasedo.Clock
+
+	// RedeliverBudget is the most redeliveries the sweep asks GitHub for
+	// in one cron pass (redeliver.go); 0 turns the sweep off.
+	RedeliverBudget int
 }
 
 // Validate refuses a configuration that would be unsafe or cannot work.
@@ -58,6 +62,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileEvery < time.Second {
 		return fmt.Errorf("--reconcile-every %s: want at least 1s", c.ReconcileEvery)
+	}
+	if c.RedeliverBudget < 0 {
+		return fmt.Errorf("--redeliver-budget %d: want 0 (off) or more", c.RedeliverBudget)
 	}
 	if (c.AppID == 0) != (c.PrivateKeyPath == "") {
 		return errors.New("--app-id and --private-key go together: set both (or neither, to run without GitHub)")
@@ -176,6 +183,9 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	cron, err := reconcile.NewCron(rec, cfg.ReconcileEvery, log)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if rd := newRedeliverer(fc, a.Store, cfg, log, a.Metrics); rd != nil {
+		cron.Before(rd.run)
 	}
 	return eng, rec, cron, nil
 }

@@ -26,6 +26,7 @@ type Metrics struct {
 	gateEvals      *prometheus.CounterVec
 	timeToMerge    prometheus.Histogram
 	webhookReqs    *prometheus.CounterVec
+	redeliveries   *prometheus.CounterVec // see redeliver.go
 
 	// applied and failed are deliveries_total's sums, for GET
 	// /deliveries/stats: read without a scrape.
@@ -61,9 +62,11 @@ func NewMetrics() *Metrics {
 			Help: "Gate evaluations by result."}, []string{"result"}),
 		timeToMerge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mergegate_time_to_merge_seconds",
 			Help: "Time from joining the queue to the merge.", Buckets: prometheus.ExponentialBuckets(1, 2, 16)}),
+		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_redeliveries_requested_total",
+			Help: "Redeliveries the sweep asked GitHub for, by result: accepted (202) or failed."}, []string{"result"}),
 	}
 	r.MustRegister(m.deliveries, m.webhookReqs, m.ingestLatency, m.processLatency, m.githubCalls,
-		m.merges, m.bounces, m.blocked, m.branchUpdates, m.gateEvals, m.timeToMerge)
+		m.merges, m.bounces, m.blocked, m.branchUpdates, m.gateEvals, m.timeToMerge, m.redeliveries)
 	return m
 }
 

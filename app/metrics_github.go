@@ -41,6 +41,7 @@ var githubLiterals = map[string]bool{
 	"comments": true, "labels": true, "events": true, "installation": true, "repositories": true,
 	"app": true, "installations": true, "access_tokens": true, "rate_limit": true,
 	"app-manifests": true, "conversions": true, "reviews": true, "files": true,
+	"hook": true, "deliveries": true, "attempts": true,
 }
 
 // githubParams names the parameter after a segment.
@@ -48,6 +49,7 @@ var githubParams = map[string]string{
 	"pulls": "{pull_number}", "issues": "{issue_number}", "check-runs": "{check_run_id}",
 	"check-suites": "{check_suite_id}", "statuses": "{sha}", "commits": "{ref}", "labels": "{name}",
 	"installations": "{installation_id}", "app-manifests": "{code}", "comments": "{comment_id}",
+	"deliveries": "{delivery_id}",
 }
 
 // githubEndpoint is "METHOD /path/{template}" for a request path, e.g.

@@ -38,6 +38,7 @@ var serveSettings = []setting{
 	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "merge, squash or rebase"},
 	{"record", "MERGEGATE_RECORD", "", "write every accepted delivery into this folder (for replay)"},
 	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
+	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", strconv.Itoa(app.DefaultRedeliverBudget), "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
@@ -204,6 +205,9 @@ func (v values) appConfig() (app.Config, error) {
 		if c.AppID, err = strconv.ParseInt(s, 10, 64); err != nil || c.AppID <= 0 {
 			return c, fmt.Errorf("--app-id %q: want the App's numeric id", s)
 		}
+	}
+	if c.RedeliverBudget, err = strconv.Atoi(v["redeliver-budget"]); err != nil || c.RedeliverBudget < 0 {
+		return c, fmt.Errorf("--redeliver-budget %q: want a number, 0 to turn the sweep off", v["redeliver-budget"])
 	}
 	if c.AutoMerge, err = strconv.ParseBool(v["auto-merge-trigger"]); err != nil {
 		return c, fmt.Errorf("--auto-merge-trigger %q: want true or false", v["auto-merge-trigger"])

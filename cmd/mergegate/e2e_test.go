@@ -289,7 +289,7 @@ func TestBinaryCommands(t *testing.T) {
 	if out, code := run("serve", "--merge-method", "yolo", "--db", db); code != 2 || !strings.Contains(out, "merge-method") {
 		t.Fatalf("bad flag value: %d %s", code, out)
 	}
-	if out, code := run("reconcile", "--db", db, "--tenant", "1", "--repo", "a/b"); code != 0 || !strings.Contains(out, `"staleLeases": []`) {
+	if out, code := run("reconcile", "--admin-addr", closedAddr(t), "--db", db, "--tenant", "1", "--repo", "a/b"); code != 0 || !strings.Contains(out, `"staleLeases": []`) {
 		t.Fatalf("reconcile: %d %s", code, out)
 	}
 }

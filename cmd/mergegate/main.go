@@ -34,7 +34,7 @@ const usage = `mergegate — a merge queue for GitHub, self-hosted
 Usage:
   mergegate serve [flags]                      run the App (webhooks, queue, cron, admin API)
   mergegate replay [flags] FILE|DIR...         send recorded deliveries, or run them offline
-  mergegate reconcile --tenant T --repo R      run the cron's pass for one repository now
+  mergegate reconcile --tenant T --repo R      run the cron's pass for one repository now (by the running server, if one answers)
   mergegate migrate [--db FILE]                apply database migrations and exit
   mergegate backup --db FILE --to COPY         copy the database (and credentials) while it runs
   mergegate bench --rate N/s --repos N         load a mergegate on loopback, beside a bare handler
@@ -259,6 +259,11 @@ func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// A running server is asked first: it acts on what the pass repairs.
+	if err := reconcileViaServer(ctx, v, k, stdout, stderr); !errors.Is(err, errNoServer) {
+		return err
+	}
+	fmt.Fprintf(stderr, "mergegate reconcile: no server answers at --admin-addr %s; running the pass on the database %s directly\n", v["admin-addr"], v["db"])
 	a, _, err := newApp(ctx, v, stderr)
 	if err != nil {
 		return err

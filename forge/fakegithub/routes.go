@@ -41,6 +41,7 @@ func Routes() []string {
 		RouteCreateCheckRun, RouteUpdateCheckRun, RouteCreateCommitStatus,
 		RouteListInstallations, RouteIssueEvents, RouteGetRepo, RouteListReviews, RouteListCheckSuites,
 		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
+		RouteListDeliveries, RouteRedeliver,
 	}
 }
 
@@ -68,6 +69,8 @@ func (s *Server) routes() {
 		RouteGetRepo:            s.getRepo,
 		RouteListReviews:        s.listReviews,
 		RouteListCheckSuites:    s.listCheckSuites,
+		RouteListDeliveries:     s.listDeliveries,
+		RouteRedeliver:          s.redeliver,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")

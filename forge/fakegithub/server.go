@@ -96,6 +96,7 @@ type Server struct {
 	faults        []*faultRule
 	rec           records
 	manifest      manifestState // the App manifest flow (manifest.go)
+	hooks         deliveryState // the App's webhook deliveries (deliveries.go)
 }
 
 var (
