@@ -115,10 +115,12 @@ type LeaseView struct {
 }
 
 // QueueItemView is one queue entry: the stored item and how long it waited.
+// Position and Head are within its base branch's queue.
 type QueueItemView struct {
 	leasedo.Item
 	Position  int    `json:"position"`
 	Head      bool   `json:"head"`
+	BaseText  string `json:"-"`
 	WaitingMS int64  `json:"waitingMs"`
 	URL       string `json:"url"`
 
@@ -153,6 +155,13 @@ type DeliveryItemView struct {
 	Ago          string `json:"-"`
 	ReceivedText string `json:"-"`
 	NextTry      string `json:"-"`
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
 }
 
 func wantJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "json" }
@@ -238,15 +247,18 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 	if err != nil {
 		return v, err
 	}
-	head := true
-	for i, it := range items {
-		q := QueueItemView{Item: it, Position: i + 1, URL: d.prURL(k, it.PRNumber),
+	// Each base branch has its own queue and head: the first entry that is
+	// neither bounced nor blocked (reconcile's sync has the same rule).
+	positions, headSeen := map[string]int{}, map[string]bool{}
+	for _, it := range items {
+		positions[it.BaseRef]++
+		q := QueueItemView{Item: it, Position: positions[it.BaseRef], URL: d.prURL(k, it.PRNumber), BaseText: orDash(it.BaseRef),
 			CommitURL: d.web + "/" + k.Repo + "/commit/" + it.PRSha, ShortSha: shortSha(it.PRSha),
 			QueuedText: timeText(msTime(it.QueuedAt)), StatusText: strings.ReplaceAll(it.Status, "_", " ")}
 		waited := now.Sub(msTime(it.QueuedAt))
 		q.WaitingMS, q.Waiting = max(waited.Milliseconds(), 0), since(waited)
-		if head && it.Status != leasedo.StatusBounced {
-			q.Head, head = true, false
+		if !headSeen[it.BaseRef] && it.Status != leasedo.StatusBounced && it.Status != leasedo.StatusBlocked {
+			q.Head, headSeen[it.BaseRef] = true, true
 		}
 		v.Queue = append(v.Queue, q)
 	}

@@ -35,7 +35,8 @@ var serveSettings = []setting{
 	{"lease-dead", "MERGEGATE_LEASE_DEAD", "90s", "age at which the cron force-releases a lease (stale -> dead)"},
 	{"trigger-label", "MERGEGATE_TRIGGER_LABEL", "automerge", "label that puts a PR in the queue; empty turns the label trigger off"},
 	{"auto-merge-trigger", "MERGEGATE_AUTO_MERGE_TRIGGER", "true", "GitHub auto-merge puts a PR in the queue"},
-	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "merge, squash or rebase"},
+	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "merge, squash or rebase: used where the repository allows it, else the first method it allows"},
+	{"check-timeout", "MERGEGATE_CHECK_TIMEOUT", "1h", "a queued PR whose required checks have not concluded this long after its push is bounced; 0 waits forever"},
 	{"record", "MERGEGATE_RECORD", "", "write every accepted delivery into this folder (for replay)"},
 	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
 	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", strconv.Itoa(app.DefaultRedeliverBudget), "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
@@ -198,6 +199,10 @@ func (v values) appConfig() (app.Config, error) {
 	c.LeaseTTL = dur("lease-ttl")
 	c.LeaseDead = dur("lease-dead")
 	c.Retention = dur("retention")
+	c.CheckTimeout = dur("check-timeout")
+	if c.CheckTimeout == 0 && err == nil {
+		c.CheckTimeout = -1 // 0 on the command line: never (0 in Config is the default)
+	}
 	if err != nil {
 		return c, err
 	}
