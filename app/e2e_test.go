@@ -130,9 +130,10 @@ func TestFailingCheckBouncesWithCommentAndLabelRemoved(t *testing.T) {
 	}
 }
 
-// Conflicts with the base are the author's to resolve: GitHub reports
-// mergeable false, and the PR bounces without a merge attempt.
-func TestConflictBouncesWithoutAMergeAttempt(t *testing.T) {
+// Conflicts with the base are the author's to resolve: GitHub refuses the
+// merge, the PR read again reports mergeable false, and it bounces with a
+// sentence that says so (not GitHub's bare "not mergeable").
+func TestConflictBounces(t *testing.T) {
 	h := newHarness(t)
 	h.label(5, shaA)
 	h.gh.SetMergeable(testRepo, 5, false)
@@ -143,8 +144,8 @@ func TestConflictBouncesWithoutAMergeAttempt(t *testing.T) {
 	if got := h.gh.Comments()[0].Body; got != want {
 		t.Fatalf("comment = %q\nwant      %q", got, want)
 	}
-	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 0 {
-		t.Fatalf("merge calls = %d, want none for a PR GitHub reports in conflict", n)
+	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 1 {
+		t.Fatalf("merge calls = %d, want the one GitHub refused", n)
 	}
 	audit, _ := h.app.Store.Audit(t.Context(), testKey)
 	if a := audit[len(audit)-1]; a.Action != leasedo.AuditBounce || !strings.Contains(a.Reason, "conflicts with master") {

@@ -58,7 +58,7 @@ func TestMetricsNamesAfterAMergeAndABounce(t *testing.T) {
 		// GitHub calls by endpoint and status, by operation, rate limit
 		`mergegate_github_calls_total{endpoint="PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge",status="200"} 1`,
 		`mergegate_github_calls_total{endpoint="POST /app/installations/{installation_id}/access_tokens",status="201"}`,
-		`mergegate_github_requests_total{operation="pulls.get"}`,
+		`mergegate_github_requests_total{operation="pulls.merge"}`,
 		"mergegate_github_not_modified_total",
 		`mergegate_github_rate_limit_remaining{tenant="1"}`,
 		"mergegate_github_rate_limit_reset_timestamp_seconds",

@@ -18,6 +18,8 @@ type Item struct {
 	// HeadAt is when its current head joined or was seen (epoch ms): the
 	// check timeout counts from it.
 	HeadAt int64 `json:"headAt,omitempty"`
+	// MergeMethod is the method its author chose with GitHub auto-merge.
+	MergeMethod string `json:"mergeMethod,omitempty"`
 }
 
 // Items returns the queue of k in order (queuedAt, then arrival).
@@ -27,7 +29,7 @@ func (s *Store) Items(ctx context.Context, k Key) ([]Item, error) {
 
 func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 	rows, err := q.QueryContext(ctx, `SELECT pr_number, pr_sha, queued_at, status, reevaluated_at, gate_result, gate_result_at,
-			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at
+			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at, merge_method
 		FROM queue WHERE tenant = ? AND repo = ? ORDER BY queued_at, id`, k.Tenant, k.Repo)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read queue: %w", k, err)
@@ -39,7 +41,7 @@ func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 		var reev, gateAt sql.NullInt64
 		var gate sql.NullString
 		if err := rows.Scan(&it.PRNumber, &it.PRSha, &it.QueuedAt, &it.Status, &reev, &gate, &gateAt,
-			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt); err != nil {
+			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt, &it.MergeMethod); err != nil {
 			return nil, fmt.Errorf("%s: read queue: %w", k, err)
 		}
 		if reev.Valid {

@@ -171,8 +171,8 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 	if d.QueuedAt > 0 {
 		queuedAt = d.QueuedAt
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref, head_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base, now); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref, head_at, merge_method)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base, now, d.MergeMethod); err != nil {
 		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
 	}
 	if err := insertAudit(ctx, tx, k, now, AuditJoin, pr, d.Sha, d.Reason); err != nil {

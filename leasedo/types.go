@@ -121,6 +121,9 @@ type Details struct {
 	QueuedAt int64 `json:"queuedAt,omitempty"`
 	// Base is the PR's base branch, when the sender knows it (webhooks do).
 	Base string `json:"base,omitempty"`
+	// MergeMethod, for a join, is the method the author chose when enabling
+	// GitHub auto-merge (merge, squash or rebase); "" otherwise.
+	MergeMethod string `json:"mergeMethod,omitempty"`
 }
 
 // Validate checks the fields SPEC §3 requires and names the first one missing.

@@ -7,6 +7,10 @@
 ALTER TABLE queue ADD COLUMN head_at INTEGER NOT NULL DEFAULT 0;
 UPDATE queue SET head_at = max(queued_at, coalesce(reevaluated_at, 0));
 
+-- merge_method: the method its author chose with GitHub auto-merge, from
+-- the pull request as it joined ('' when it joined by label).
+ALTER TABLE queue ADD COLUMN merge_method TEXT NOT NULL DEFAULT '';
+
 -- check_outbox: mergegate check runs to complete. Leaving the queue,
 -- merging, bouncing or moving to a new head ends the entry's check run;
 -- the transition writes the row in its own transaction and the next sync

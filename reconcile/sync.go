@@ -20,7 +20,7 @@ const (
 	maxActionsPerSync = 20
 	maxEvalsPerStep   = 5
 	rulesCacheTTL     = time.Minute     // a base's rules change rarely; every reading needs them
-	methodsCacheTTL   = 5 * time.Minute // so do a repository's merge methods
+	methodsCacheTTL   = time.Hour       // a repository's merge methods, learned from a refusal or a read
 	maxRetryWait      = 30 * time.Second
 )
 
@@ -232,8 +232,10 @@ func (s *Syncer) advance(ctx context.Context, l *leasedo.Lease, it leasedo.Item,
 
 // facts reads what the decision needs: the base's rules and the checks on
 // the head sha (and, without required checks, the other Apps' suites); for
-// a head whose checks passed, the pull request itself, its repository's
-// merge methods and, where the base requires them, its reviews.
+// a head whose checks passed, its reviews where the base requires them.
+// The pull request itself is read only when GitHub refuses a merge or an
+// update (refused): the guarded merge is GitHub's own check of the rest,
+// and a lifecycle costs one read less.
 func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head bool) (rules.Facts, error) {
 	f := rules.Facts{Entry: it, Head: head, Now: s.clock.Now()}
 	var err error
@@ -258,11 +260,12 @@ func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head
 	if !head || f.Gate.Result != forge.GateSuccess {
 		return f, nil
 	}
-	return f, s.readPR(ctx, k, &f)
+	f.Methods = s.knownMethods(k)
+	return f, s.readReviews(ctx, k, &f)
 }
 
-// readPR fills f's snapshot of the pull request, the merge methods and the
-// reviews (when the base requires them).
+// readPR fills f's snapshot of the pull request, the merge methods (from
+// it, else read) and the reviews (when the base requires them).
 func (s *Syncer) readPR(ctx context.Context, k leasedo.Key, f *rules.Facts) error {
 	pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, f.Entry.PRNumber)
 	if err != nil {
@@ -276,9 +279,16 @@ func (s *Syncer) readPR(ctx context.Context, k leasedo.Key, f *rules.Facts) erro
 			return err
 		}
 		f.Methods = &m
+	} else {
+		s.rememberMethods(k, *f.Methods)
 	}
+	return s.readReviews(ctx, k, f)
+}
+
+// readReviews reads the reviews when the base requires them.
+func (s *Syncer) readReviews(ctx context.Context, k leasedo.Key, f *rules.Facts) error {
 	if f.Rules.Reviews > 0 || f.Rules.CodeOwners {
-		r, err := s.gh.Reviews(ctx, k.Tenant, k.Repo, pr.Number)
+		r, err := s.gh.Reviews(ctx, k.Tenant, k.Repo, f.Entry.PRNumber)
 		if err != nil {
 			return err
 		}
@@ -417,7 +427,7 @@ func (s *Syncer) refused(ctx context.Context, l *leasedo.Lease, f rules.Facts, o
 	k, it := l.Key, f.Entry
 	s.prLog(k, it.PRNumber, it.PRSha).Info().Str("op", op).Str("github_message", msg).Msg("GitHub refused; sorting its answer")
 	// The refusal may come from settings that changed since they were
-	// read: read them again next time.
+	// read: read them again (the methods now, the rules next time).
 	s.mu.Lock()
 	delete(s.methods, k.String())
 	delete(s.rules, k.String()+"@"+it.BaseRef)
@@ -484,23 +494,37 @@ func (s *Syncer) rulesOf(ctx context.Context, k leasedo.Key, branch string) (for
 	return req, nil
 }
 
-// methodsOf reads the repository's merge methods, kept for five minutes.
+// methodsOf returns the repository's merge methods, read when not known.
 func (s *Syncer) methodsOf(ctx context.Context, k leasedo.Key) (forge.MergeMethods, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	c, ok := s.methods[k.String()]
-	s.mu.Unlock()
-	if ok && now.Sub(c.at) < methodsCacheTTL && now.Sub(c.at) >= 0 {
-		return c.v, nil
+	if m := s.knownMethods(k); m != nil {
+		return *m, nil
 	}
 	m, err := s.gh.MergeMethods(ctx, k.Tenant, k.Repo)
 	if err != nil {
 		return forge.MergeMethods{}, err
 	}
-	s.mu.Lock()
-	s.methods[k.String()] = cached[forge.MergeMethods]{v: m, at: now}
-	s.mu.Unlock()
+	s.rememberMethods(k, m)
 	return m, nil
+}
+
+// knownMethods returns the repository's merge methods when they were read
+// within methodsCacheTTL, else nil.
+func (s *Syncer) knownMethods(k leasedo.Key) *forge.MergeMethods {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.methods[k.String()]
+	if !ok || now.Sub(c.at) >= methodsCacheTTL || now.Sub(c.at) < 0 {
+		return nil
+	}
+	m := c.v
+	return &m
+}
+
+func (s *Syncer) rememberMethods(k leasedo.Key, m forge.MergeMethods) {
+	s.mu.Lock()
+	s.methods[k.String()] = cached[forge.MergeMethods]{v: m, at: s.clock.Now()}
+	s.mu.Unlock()
 }
 
 // nextRetry is the pause before reading an entry again that GitHub is

@@ -21,8 +21,11 @@ type Policy struct {
 }
 
 // Facts are what GitHub says about one queue entry, as the sync gathered
-// them. Only the head of a base's queue whose checks passed has PR (the
-// snapshot); the others are judged on their gate alone.
+// them. The sync reads the pull request itself (PR) only once GitHub
+// refused a merge or an update of it: the guarded merge is GitHub's own
+// check of everything else, and what it refuses is sorted then, with the
+// pull request read again. Entries behind the head are judged on their
+// gate alone.
 type Facts struct {
 	Entry leasedo.Item
 	// Head: the entry is the first of its base branch's queue that is not
@@ -152,10 +155,10 @@ func Decide(f Facts, p Policy) Action {
 		}
 		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: reason}
 	}
-	if !f.Head || f.PR == nil {
+	if !f.Head {
 		return Action{Kind: Wait, Status: leasedo.StatusGatePassed}
 	}
-	if f.Refusal != nil {
+	if f.Refusal != nil && f.PR != nil {
 		return decideRefusal(f, p)
 	}
 	return decideHead(f, p)
@@ -174,34 +177,39 @@ func timedOut(f Facts, p Policy) bool {
 //
 //   - a base on GitHub's own merge queue blocks (GitHub refuses direct
 //     merges there), as does a repository that allows no usable method;
-//   - mergeable not yet computed waits a moment (GitHub computes it in the
-//     background, notably right after a merge moved the base);
-//   - conflicts bounce;
-//   - a branch behind a base that requires up-to-date branches is updated
-//     (once per head), or, for a fork that does not let maintainers push,
-//     waits for its author to update it;
-//   - changes requested, approvals missing, a code owner's review or
-//     unresolved conversations wait, saying which;
+//   - with the pull request read: mergeable not yet computed waits a moment
+//     (GitHub computes it in the background, notably right after a merge
+//     moved the base); conflicts bounce; a branch behind a base that
+//     requires up-to-date branches is updated (once per head), or, for a
+//     fork that does not let maintainers push, waits for its author;
+//   - changes requested, approvals missing (from the reviews, read when the
+//     base requires them), a code owner's review or unresolved
+//     conversations wait, saying which;
 //   - otherwise it merges; whatever else GitHub objects to comes back as a
 //     refusal and is sorted then.
 func decideHead(f Facts, p Policy) Action {
-	pr, base := f.PR, f.PR.BaseRef
+	pr, base := f.PR, f.Entry.BaseRef
+	if pr != nil && pr.BaseRef != "" {
+		base = pr.BaseRef
+	}
 	if f.Rules.MergeQueue {
 		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
 			"the base branch %s uses GitHub's merge queue, which refuses direct merges: remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, base, base)}
 	}
-	method, note, ok := chooseMethod(pr, f.Methods, f.Rules, p.MergeMethod)
+	method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod)
 	if !ok {
 		return Action{Kind: Block, Problem: "merge_method", Reason: "the repository allows no merge method mergegate can use" +
 			linearNote(f.Rules) + ": allow squash or rebase merging in the repository's settings"}
 	}
-	switch {
-	case pr.Mergeable == nil || pr.MergeableState == "unknown":
-		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}
-	case !*pr.Mergeable || pr.MergeableState == "dirty":
-		return bounce(Bounced{Kind: BounceConflict, Base: base})
-	case pr.MergeableState == "behind" && f.Rules.Strict:
-		return behind(f)
+	if pr != nil {
+		switch {
+		case pr.Mergeable == nil || pr.MergeableState == "unknown":
+			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}
+		case !*pr.Mergeable || pr.MergeableState == "dirty":
+			return bounce(Bounced{Kind: BounceConflict, Base: base})
+		case pr.MergeableState == "behind" && f.Rules.Strict:
+			return behind(f)
+		}
 	}
 	if r := f.Reviews; r != nil {
 		if len(r.ChangesRequested) > 0 {
@@ -211,7 +219,7 @@ func decideHead(f Facts, p Policy) Action {
 			return waitPassed(approvals(f.Rules.Reviews, r.Approvals))
 		}
 	}
-	if pr.MergeableState == "blocked" {
+	if pr != nil && pr.MergeableState == "blocked" {
 		switch {
 		case f.Rules.Reviews > 0 && f.Reviews == nil:
 			return waitPassed(approvals(f.Rules.Reviews, 0))
@@ -254,13 +262,17 @@ func decideRefusal(f Facts, p Policy) Action {
 			return behind(f)
 		}
 	case forge.RefusedNoNewCommits:
-		method, note, _ := chooseMethod(f.PR, f.Methods, f.Rules, p.MergeMethod)
+		method, note, _ := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod)
 		return Action{Kind: Merge, Method: method, MethodNote: note}
 	case forge.RefusedReview:
 		return waitPassed("waiting for reviews: GitHub says " + quote(msg))
 	case forge.RefusedChecks:
 		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: "GitHub does not count its required checks as passed yet: " + quote(msg)}
 	case forge.RefusedMethod:
+		// Tried before the repository's settings were known: now they are.
+		if method, _, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod); ok && method != r.Method {
+			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "merging with " + method + ", a method the repository allows"}
+		}
 		return Action{Kind: Block, Problem: "merge_method", Reason: fmt.Sprintf("GitHub refused to merge with %s (%s): allow it in the repository's settings, or set --merge-method to a method it allows", r.Method, quote(msg))}
 	case forge.RefusedMergeQueue:
 		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
@@ -284,11 +296,24 @@ func decideRefusal(f Facts, p Policy) Action {
 	return bounce(Bounced{Kind: BounceMergeRefused, Detail: msg})
 }
 
+// authorMethod is the method the author chose with GitHub auto-merge: as
+// GitHub reports it now, else as it was when the pull request joined.
+func authorMethod(f Facts) string {
+	if f.PR != nil {
+		if f.PR.AutoMerge {
+			return f.PR.AutoMergeMethod
+		}
+		return ""
+	}
+	return f.Entry.MergeMethod
+}
+
 // chooseMethod picks the merge method: the one the author chose with
 // GitHub auto-merge, else the preferred one, when the repository allows it
 // (and a linear-history rule does not forbid merge commits); else the
-// first it allows. ok is false when none is left.
-func chooseMethod(pr *forge.PR, known *forge.MergeMethods, req forge.Required, preferred string) (method, note string, ok bool) {
+// first it allows. ok is false when none is left. Unknown methods (known
+// nil) are taken to be allowed: GitHub's refusal teaches them.
+func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, preferred string) (method, note string, ok bool) {
 	allowed := forge.MergeMethods{Merge: true, Squash: true, Rebase: true}
 	if known != nil {
 		allowed = *known
@@ -297,8 +322,8 @@ func chooseMethod(pr *forge.PR, known *forge.MergeMethods, req forge.Required, p
 		allowed.Merge = false
 	}
 	want, whose := preferred, "--merge-method"
-	if pr.AutoMerge && pr.AutoMergeMethod != "" {
-		want, whose = pr.AutoMergeMethod, "the method chosen with auto-merge"
+	if author != "" {
+		want, whose = author, "the method chosen with auto-merge"
 	}
 	if allowed.Allows(want) {
 		if whose != "--merge-method" && want != preferred {

@@ -344,7 +344,7 @@ func checkTranslation(t *testing.T, got Translation, w want) {
 		if e.EventType == "pull_request" && d.Base != w.base {
 			t.Errorf("event %d: details.base = %q, want %q", i, d.Base, w.base)
 		}
-		d.Reason, d.Base = "", ""
+		d.Reason, d.Base, d.MergeMethod = "", "", "" // MergeMethod: TestAutoMergeMethodIsCarried
 		e.Details = &d
 	}
 	var wantEvents []leasedo.Event

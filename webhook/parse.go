@@ -227,13 +227,16 @@ func (pr *pullRequest) decodeField(s *scanner, i int) error {
 	}
 }
 
-// autoMerge is read only to be checked: that it is not null is what counts.
-type autoMerge struct{}
+// autoMerge is GitHub's auto-merge request: that it is not null makes the
+// pull request eligible; its method is what its author chose.
+type autoMerge struct {
+	MergeMethod string
+}
 
 var autoMergeFields = []string{"merge_method"}
 
-func (*autoMerge) decodeField(s *scanner, _ int) error {
-	return s.stringField(nil, "auto_merge.merge_method")
+func (a *autoMerge) decodeField(s *scanner, _ int) error {
+	return s.stringField(&a.MergeMethod, "auto_merge.merge_method")
 }
 
 type headRef struct {

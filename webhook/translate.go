@@ -128,6 +128,9 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 	one := func(reason string) (Translation, error) {
 		ev := event(d, p.Action, pr.Number, pr.Head.Sha, reason)
 		ev.Details.Base = pr.Base.Ref
+		if pr.AutoMerge != nil {
+			ev.Details.MergeMethod = pr.AutoMerge.MergeMethod
+		}
 		t.Events = []leasedo.Event{ev}
 		return t, nil
 	}

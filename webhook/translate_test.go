@@ -285,3 +285,49 @@ func TestIgnoredNamesTheEventType(t *testing.T) {
 		t.Fatal("DefaultOptions has no trigger label")
 	}
 }
+
+// The method an author chose when enabling auto-merge travels with the
+// join, so that the merge uses it.
+func TestAutoMergeMethodIsCarried(t *testing.T) {
+	body := editJSON(t, readFixture(t, "pull_request/opened.payload.json"), func(m map[string]any) {
+		m["action"] = "auto_merge_enabled"
+		obj(t, m, "pull_request")["auto_merge"] = autoMergeObject()
+	})
+	tr, err := Translate(leasedo.Delivery{Event: "pull_request", Tenant: "1", Repo: "Codertocat/Hello-World", Body: body}, rules.DefaultOptions())
+	if err != nil || len(tr.Events) != 1 || tr.Events[0].Op != leasedo.OpJoin || tr.Events[0].Details.MergeMethod != "squash" {
+		t.Fatalf("Translate = %+v %v, want a join carrying merge method squash", tr.Events, err)
+	}
+}
+
+// The seed's /event vocabulary, which is GitHub's, and the queue operation
+// each asks for (SPEC §3).
+func TestSeedVocabulary(t *testing.T) {
+	for _, c := range []struct {
+		eventType, action string
+		want              leasedo.Op
+	}{
+		{"pull_request", "opened", leasedo.OpJoin},
+		{"pull_request", "reopened", leasedo.OpJoin},
+		{"pull_request", "ready_for_review", leasedo.OpJoin},
+		{"pull_request", "labeled", leasedo.OpJoin},
+		{"pull_request", "auto_merge_enabled", leasedo.OpJoin},
+		{"pull_request", "closed", leasedo.OpLeave},
+		{"pull_request", "unlabeled", leasedo.OpLeave},
+		{"pull_request", "auto_merge_disabled", leasedo.OpLeave},
+		{"pull_request", "converted_to_draft", leasedo.OpLeave},
+		{"pull_request", "synchronize", leasedo.OpReevaluate},
+		{"pull_request", "edited", leasedo.OpReevaluate},
+		{"pull_request", "assigned", leasedo.OpIgnore},
+		{"check_suite", "completed", leasedo.OpRecheck},
+		{"check_run", "completed", leasedo.OpRecheck},
+		{"status", "", leasedo.OpRecheck},
+		{"status", "success", leasedo.OpRecheck},
+		{"pull_request_review", "submitted", leasedo.OpRecheck},
+		{"push", "", leasedo.OpIgnore},
+		{"issues", "opened", leasedo.OpIgnore},
+	} {
+		if got := OpOf(c.eventType, c.action); got != c.want {
+			t.Errorf("OpOf(%s, %q) = %s, want %s", c.eventType, c.action, got, c.want)
+		}
+	}
+}
