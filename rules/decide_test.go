@@ -448,6 +448,10 @@ func TestDecide(t *testing.T) {
 		{"no new commits after update merges with a method the repository allows",
 			given(allows(false, true, false), refused(forge.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
 			merge("squash", "squash, not merge (--merge-method): the repository does not allow it")},
+		{"no new commits after update, no usable merge method, blocks for the operator",
+			given(allows(true, false, false), linear, refused(forge.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
+			block("merge_method", "the repository allows no merge method mergegate can use (the base requires a linear history, so no merge commits): "+
+				"allow squash or rebase merging in the repository's settings")},
 		{"review required refusal waits, never bounces",
 			given(refused(forge.RefusedReview, "merge", "At least 1 approving review is required by reviewers with write access.")),
 			waitPassed(`waiting for reviews: GitHub says "At least 1 approving review is required by reviewers with write access"`)},
