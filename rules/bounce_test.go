@@ -60,6 +60,15 @@ func TestBounceMessage(t *testing.T) {
 		{"merge_refused with GitHub's message without a full stop",
 			rules.Bounced{Kind: rules.BounceMergeRefused, Detail: "Pull Request is not mergeable"},
 			`GitHub refused to merge it ("Pull Request is not mergeable")`},
+		{"merge_refused with GitHub's message of several lines (a ruleset's violations) reads on one line",
+			rules.Bounced{Kind: rules.BounceMergeRefused, Detail: "Repository rule violations found\n\nCommits must have verified signatures.\n\nChanges must be made through a pull request.\n\n"},
+			`GitHub refused to merge it ("Repository rule violations found: Commits must have verified signatures; Changes must be made through a pull request")`},
+		{"merge_refused without a message says no empty quotes",
+			rules.Bounced{Kind: rules.BounceMergeRefused},
+			"GitHub refused to merge it"},
+		{"update_refused without a message says no empty quotes",
+			rules.Bounced{Kind: rules.BounceUpdateRefused, Base: "main", Detail: " "},
+			"GitHub could not update its branch from main"},
 		{"update_refused with GitHub's message",
 			rules.Bounced{Kind: rules.BounceUpdateRefused, Base: "main", Detail: "Something went wrong updating the branch."},
 			`GitHub could not update its branch from main ("Something went wrong updating the branch")`},
@@ -109,12 +118,21 @@ func sentenceProblems(msg string) []string {
 	if strings.Contains(msg, "\n") {
 		out = append(out, "a line break inside the sentence")
 	}
-	for _, phrase := range []string{"GitHub refused", "refused to merge", "could not update", "because", "Once"} {
+	frame := quoted.ReplaceAllString(msg, `"…"`)
+	for _, phrase := range []string{"GitHub refused", "refused to merge", "could not update"} {
 		if n := strings.Count(msg, phrase); n > 1 {
 			out = append(out, fmt.Sprintf("%q said %d times", phrase, n))
 		}
 	}
-	frame := quoted.ReplaceAllString(msg, `"…"`)
+	// GitHub's own words may say "because"; the sentence around them not twice.
+	for _, phrase := range []string{"because", "Once"} {
+		if n := strings.Count(frame, phrase); n > 1 {
+			out = append(out, fmt.Sprintf("%q said %d times", phrase, n))
+		}
+	}
+	if strings.Contains(msg, `("")`) {
+		out = append(out, "empty quotes")
+	}
 	before, rest, ok := strings.Cut(frame, " Once ")
 	if !ok {
 		return append(out, `no " Once "`)
@@ -147,6 +165,7 @@ func TestSentenceProblems(t *testing.T) {
 		`mergegate took this pull request out of the merge queue at a1a1a1a because it was refused to merge, refused to merge. Once that is fixed, add the label again.`,
 		`mergegate took this pull request out of the merge queue at a1a1a1a because it failed. Once that is fixed, add the label again..`,
 		"mergegate took this pull request out of the merge queue at a1a1a1a because GitHub refused to merge it (\"a\n\nb\"). Once that is fixed, add the label again.",
+		`mergegate took this pull request out of the merge queue at a1a1a1a because GitHub refused to merge it (""). Once that is fixed, add the label again.`,
 	} {
 		if len(sentenceProblems(bad)) == 0 {
 			t.Errorf("no problem found in %q", bad)

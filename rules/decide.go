@@ -242,7 +242,7 @@ func behind(f Facts) Action {
 // answers that ask for the other call.
 func decideRefusal(f Facts, p Policy) Action {
 	r, base := f.Refusal, f.PR.BaseRef
-	msg := strings.TrimSuffix(strings.TrimSpace(r.Message), ".")
+	msg := oneLine(r.Message)
 	switch r.Kind {
 	case forge.RefusedHeadModified:
 		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub reported new commits; reading the pull request again"}
