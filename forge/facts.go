@@ -129,6 +129,11 @@ func (c *Client) MergeMethods(ctx context.Context, tenant, repo string) (MergeMe
 	if err != nil {
 		return MergeMethods{}, cl.classify(ctx, err, false)
 	}
+	if r.AllowMergeCommit == nil && r.AllowSquashMerge == nil && r.AllowRebaseMerge == nil {
+		// GitHub did not say (a token that may not see the settings):
+		// every method is tried, and a refusal sorted as usual.
+		return MergeMethods{Merge: true, Squash: true, Rebase: true}, nil
+	}
 	return MergeMethods{Merge: r.GetAllowMergeCommit(), Squash: r.GetAllowSquashMerge(), Rebase: r.GetAllowRebaseMerge()}, nil
 }
 
@@ -202,7 +207,8 @@ func RefusalOf(err error) (r Refusal, message string, ok bool) {
 		return RefusedNoNewCommits, message, true
 	case has("not up to date", "out of date", "out-of-date"):
 		return RefusedBehind, message, true
-	case has("approving review", "review required", "review is required", "code owner", "changes requested"):
+	case has("approving review", "review required", "review is required", "code owner", "changes requested",
+		"more approval"): // a ruleset's "Waiting on 1 more approval from a reviewer with write access"
 		return RefusedReview, message, true
 	case has("draft"):
 		return RefusedDraft, message, true

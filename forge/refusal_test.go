@@ -32,6 +32,8 @@ func TestRefusalOf(t *testing.T) {
 		{merge(405, "At least 1 approving review is required by reviewers with write access."), forge.RefusedReview},
 		{merge(405, "At least 2 approving reviews are required by reviewers with write access."), forge.RefusedReview},
 		{merge(405, "Changes requested by reviewers with write access."), forge.RefusedReview},
+		// A ruleset's pull_request rule (microsoft/winget-pkgs#379724).
+		{merge(405, "Repository rule violations found\n\nWaiting on 1 more approval from a reviewer with write access.\n\n"), forge.RefusedReview},
 		{update(422, "There are no new commits on the base branch."), forge.RefusedNoNewCommits},
 		{merge(405, "Merge commits are not allowed on this repository."), forge.RefusedMethod},
 		{merge(405, "Squash merges are not allowed on this repository."), forge.RefusedMethod},

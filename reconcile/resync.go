@@ -268,7 +268,7 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 	for _, m := range joins {
 		res, err := r.store.Join(ctx, l, m.pr.Number, leasedo.Details{Sha: m.pr.HeadSHA, Base: m.pr.BaseRef, QueuedAt: m.at.UnixMilli(),
 			MergeMethod: m.pr.AutoMergeMethod,
-			Reason: "resync: eligible on GitHub but not queued (" + m.source + ")"})
+			Reason:      "resync: eligible on GitHub but not queued (" + m.source + ")"})
 		if err != nil {
 			return fixes, err
 		}

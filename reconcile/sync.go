@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,8 +20,8 @@ import (
 const (
 	maxActionsPerSync = 20
 	maxEvalsPerStep   = 5
-	rulesCacheTTL     = time.Minute     // a base's rules change rarely; every reading needs them
-	methodsCacheTTL   = time.Hour       // a repository's merge methods, learned from a refusal or a read
+	rulesCacheTTL     = time.Minute // a base's rules change rarely; every reading needs them
+	methodsCacheTTL   = time.Hour   // a repository's merge methods, learned from a refusal or a read
 	maxRetryWait      = 30 * time.Second
 )
 
@@ -403,8 +404,11 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 
 func (s *Syncer) merged(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
 	summary := fmt.Sprintf("Merged at %s with %s, the commit whose checks passed.", rules.Short(it.PRSha), a.Method)
-	if a.MethodNote != "" {
-		summary = fmt.Sprintf("Merged at %s with %s, the commit whose checks passed (%s).", rules.Short(it.PRSha), a.MethodNote, a.Method)
+	switch note := a.MethodNote; {
+	case strings.HasPrefix(note, a.Method+","):
+		summary = fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s.", rules.Short(it.PRSha), note)
+	case note != "":
+		summary = fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s, %s.", rules.Short(it.PRSha), a.Method, note)
 	}
 	if err := s.store.MarkMerged(ctx, l, it.PRNumber, it.PRSha, a.Method,
 		leasedo.CheckRunEnd{Conclusion: "success", Title: "Merged", Summary: summary}); err != nil {

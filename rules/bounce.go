@@ -21,7 +21,7 @@ const (
 type Bounced struct {
 	Kind BounceKind
 	// Detail: the gate's verdict (gate_failure) or GitHub's message
-	// (merge_refused, update_refused).
+	// (merge_refused, update_refused; "" when GitHub gave none).
 	Detail string
 	Base   string        // conflict, update_refused
 	Checks []string      // check_timeout: the checks that never concluded
@@ -31,7 +31,7 @@ type Bounced struct {
 // Because is the clause after "because": what went wrong, in the author's
 // terms, with no full stop. The audit log and the metrics keep it.
 func (b Bounced) Because() string {
-	detail := strings.TrimSuffix(strings.TrimSpace(b.Detail), ".")
+	detail := oneLine(b.Detail)
 	switch b.Kind {
 	case BounceGateFailure:
 		return "its " + detail
@@ -44,9 +44,39 @@ func (b Bounced) Because() string {
 	case BounceConflict:
 		return "it has conflicts with " + b.Base + " that must be resolved on its branch"
 	case BounceUpdateRefused:
-		return fmt.Sprintf("GitHub could not update its branch from %s (%s)", b.Base, quote(detail))
+		return "GitHub could not update its branch from " + b.Base + inParens(detail)
 	}
-	return fmt.Sprintf("GitHub refused to merge it (%s)", quote(detail))
+	return "GitHub refused to merge it" + inParens(detail)
+}
+
+// inParens is GitHub's words in quotes and parentheses after a clause,
+// nothing when GitHub said nothing.
+func inParens(detail string) string {
+	if detail == "" {
+		return ""
+	}
+	return " (" + quote(detail) + ")"
+}
+
+// oneLine is a message of GitHub's as one clause, without its closing
+// full stop. A ruleset's refusal comes on several lines
+// ("Repository rule violations found\n\nCommits must have verified
+// signatures.\n\n"): they are joined as "header: first; second", which
+// keeps the author's sentence one paragraph.
+func oneLine(msg string) string {
+	var parts []string
+	for _, line := range strings.Split(msg, "\n") {
+		if line = strings.TrimSuffix(strings.TrimSpace(line), "."); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	return strings.TrimSuffix(parts[0], ":") + ": " + strings.Join(parts[1:], "; ")
 }
 
 // BounceMessage is the one text a bounced pull request's author reads, as

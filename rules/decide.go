@@ -198,8 +198,7 @@ func decideHead(f Facts, p Policy) Action {
 	}
 	method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod)
 	if !ok {
-		return Action{Kind: Block, Problem: "merge_method", Reason: "the repository allows no merge method mergegate can use" +
-			linearNote(f.Rules) + ": allow squash or rebase merging in the repository's settings"}
+		return noMethod(f.Rules)
 	}
 	if pr != nil {
 		switch {
@@ -251,7 +250,7 @@ func behind(f Facts) Action {
 // answers that ask for the other call.
 func decideRefusal(f Facts, p Policy) Action {
 	r, base := f.Refusal, f.PR.BaseRef
-	msg := strings.TrimSuffix(strings.TrimSpace(r.Message), ".")
+	msg := oneLine(r.Message)
 	switch r.Kind {
 	case forge.RefusedHeadModified:
 		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub reported new commits; reading the pull request again"}
@@ -262,7 +261,13 @@ func decideRefusal(f Facts, p Policy) Action {
 			return behind(f)
 		}
 	case forge.RefusedNoNewCommits:
-		method, note, _ := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod)
+		// The branch is up to date after all: merge, as decideHead would,
+		// with a method the repository allows (settings are read again
+		// after a refusal) or not at all.
+		method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod)
+		if !ok {
+			return noMethod(f.Rules)
+		}
 		return Action{Kind: Merge, Method: method, MethodNote: note}
 	case forge.RefusedReview:
 		return waitPassed("waiting for reviews: GitHub says " + quote(msg))
@@ -340,6 +345,12 @@ func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, 
 		why = "the base requires a linear history"
 	}
 	return list[0], fmt.Sprintf("%s, not %s (%s): %s", list[0], want, whose, why), true
+}
+
+// noMethod blocks for the operator: no merge method is left to use.
+func noMethod(req forge.Required) Action {
+	return Action{Kind: Block, Problem: "merge_method", Reason: "the repository allows no merge method mergegate can use" +
+		linearNote(req) + ": allow squash or rebase merging in the repository's settings"}
 }
 
 func linearNote(req forge.Required) string {

@@ -1,0 +1,66 @@
+package rules_test
+
+import (
+	"testing"
+
+	"github.com/mergegate/mergegate/rules"
+)
+
+// TestIneligibility states the eligibility rule (SPEC §4), one row each:
+// open, not a draft, and carrying the trigger label or with auto-merge
+// enabled, each trigger on or off. The webhook translator and the sync
+// both ask it; "" is eligible.
+func TestIneligibility(t *testing.T) {
+	def := rules.DefaultOptions()
+	labelOff := rules.Options{AutoMergeTrigger: true}
+	autoOff := rules.Options{TriggerLabel: rules.DefaultTriggerLabel}
+	bothOff := rules.Options{}
+	custom := rules.Options{TriggerLabel: "ready-to-merge"}
+	open := func(labels ...string) rules.Eligibility { return rules.Eligibility{State: "open", Labels: labels} }
+	withAuto := func(e rules.Eligibility) rules.Eligibility { e.AutoMerge = true; return e }
+	tests := []struct {
+		name string
+		e    rules.Eligibility
+		opt  rules.Options
+		want string
+	}{
+		{"open with the label is eligible", open("bug", "automerge"), def, ""},
+		{"the label is matched case-insensitively, as GitHub does", open("AutoMerge"), def, ""},
+		{"open with auto-merge is eligible", withAuto(open()), def, ""},
+		{"label and auto-merge both: eligible", withAuto(open("automerge")), def, ""},
+		{"neither trigger", open("bug"), def, `no "automerge" label and auto-merge is not enabled`},
+		{"closed", rules.Eligibility{State: "closed", Labels: []string{"automerge"}}, def, "pull request is closed"},
+		{"no state is not open", rules.Eligibility{Labels: []string{"automerge"}}, def, "pull request is in an unknown state"},
+		{"a draft is not eligible, label or not", rules.Eligibility{State: "open", Draft: true, Labels: []string{"automerge"}, AutoMerge: true}, def, "pull request is a draft"},
+		{"closed wins over draft", rules.Eligibility{State: "closed", Draft: true}, def, "pull request is closed"},
+		{"label trigger off: the label alone does not count", open("automerge"), labelOff, "auto-merge is not enabled"},
+		{"label trigger off: auto-merge counts", withAuto(open()), labelOff, ""},
+		{"auto-merge trigger off: auto-merge alone does not count", withAuto(open()), autoOff, `no "automerge" label`},
+		{"auto-merge trigger off: the label counts", open("automerge"), autoOff, ""},
+		{"both triggers off: nothing is eligible", withAuto(open("automerge")), bothOff, "both triggers (label and auto-merge) are off"},
+		{"a custom label replaces automerge", open("automerge"), custom, `no "ready-to-merge" label`},
+		{"a custom label counts", open("Ready-To-Merge"), custom, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := rules.Ineligibility(tt.e, tt.opt); got != tt.want {
+				t.Errorf("Ineligibility(%+v, %+v) = %q, want %q", tt.e, tt.opt, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHasLabel(t *testing.T) {
+	if !rules.HasLabel([]string{"bug", "AUTOMERGE"}, "automerge") {
+		t.Error("HasLabel is case-insensitive")
+	}
+	if rules.HasLabel(nil, "automerge") || rules.HasLabel([]string{"automerge-later"}, "automerge") {
+		t.Error("HasLabel matches whole names only")
+	}
+}
+
+func TestDefaultOptions(t *testing.T) {
+	if got := rules.DefaultOptions(); got != (rules.Options{TriggerLabel: "automerge", AutoMergeTrigger: true}) {
+		t.Errorf("DefaultOptions() = %+v", got)
+	}
+}
