@@ -228,6 +228,11 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	if busy <= 0 {
 		busy = 10 * time.Second
 	}
+	if !opt.ReadOnly {
+		if err := createPrivate(path); err != nil {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+	}
 	q := url.Values{}
 	// SQLite's default 4 KiB pages, set before the switch to WAL (it only
 	// takes effect on a new file). A commit writes every page it touched
@@ -293,6 +298,22 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	db.stop, db.done = make(chan struct{}), make(chan struct{})
 	go db.checkpointer()
 	return db, nil
+}
+
+// createPrivate creates the database file, if it is not there, readable
+// and writable by its owner only (0600, whatever the umask): it holds
+// every delivery's payload. SQLite gives the -wal and -shm files it
+// creates the database file's mode. An existing file keeps its mode.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(0o600) // the umask may have taken bits away from 0600
 }
 
 // checkpointer copies the WAL back into the database in the background.

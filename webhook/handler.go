@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -202,6 +205,9 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request, body *body) out
 	if o.d.ID == "" {
 		return fail(http.StatusBadRequest, "missing "+DeliveryHeader+" header")
 	}
+	if len(o.d.ID) > MaxDeliveryID {
+		return fail(http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes (GitHub sends a GUID)", DeliveryHeader, MaxDeliveryID))
+	}
 	payload := raw
 	if form {
 		values, err := url.ParseQuery(string(raw))
@@ -215,6 +221,10 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request, body *body) out
 		return fail(http.StatusBadRequest, err.Error())
 	}
 	o.d.Action, o.d.Tenant, o.d.Repo = meta.Action, meta.Tenant, meta.Repo
+	if err := CheckRepoName(meta.Repo); err != nil {
+		o.d.Repo = clip(o.d.Repo, MaxOwner+1+MaxRepoName)
+		return fail(http.StatusBadRequest, err.Error())
+	}
 	if o.d.Event == "ping" {
 		o.status = http.StatusOK
 		return o
@@ -347,6 +357,39 @@ func nextCap(cur, declared, limit int64) int64 {
 	return min(next, limit+1)
 }
 
+// Lengths GitHub never exceeds: a delivery id is a GUID, an owner (user or
+// organisation) at most 39 characters, a repository name at most 100.
+// Longer ones are refused before anything is stored.
+const (
+	MaxDeliveryID = 100 // bytes
+	MaxOwner      = 39  // characters
+	MaxRepoName   = 100 // characters
+)
+
+// CheckRepoName refuses a repository full name (owner/name) longer than
+// GitHub allows; "" (an installation-level event) passes.
+func CheckRepoName(full string) error {
+	if full == "" {
+		return nil
+	}
+	owner, name, _ := strings.Cut(full, "/")
+	if n := utf8.RuneCountInString(owner); n > MaxOwner {
+		return fmt.Errorf("repository owner is %d characters long; GitHub allows at most %d", n, MaxOwner)
+	}
+	if n := utf8.RuneCountInString(name); n > MaxRepoName {
+		return fmt.Errorf("repository name is %d characters long; GitHub allows at most %d", n, MaxRepoName)
+	}
+	return nil
+}
+
+// clip cuts s to at most n bytes, for log lines about refused input.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
 // signatureMessage explains a 401 without echoing the signature.
 func signatureMessage(err error, r *http.Request) string {
 	switch {
@@ -373,7 +416,7 @@ func (h *handler) log(o outcome) {
 	default:
 		ev = h.cfg.Logger.Info()
 	}
-	ev = ev.Str("delivery", o.d.ID).
+	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).
 		Str("event", o.d.Event).
 		Str("action", o.d.Action).
 		Str("tenant", o.d.Tenant).
