@@ -365,16 +365,6 @@ func (a *admin) fail(w http.ResponseWriter, err error) {
 	}
 }
 
-func healthz(s *leasedo.Store) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := s.DB().Ping(r.Context()); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "database does not answer"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}
-}
-
 // decodeBody reads a JSON body; a bad one is answered 400 naming the field.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
