@@ -37,6 +37,9 @@ import (
 // DefaultBaseURL is GitHub.com's REST API.
 const DefaultBaseURL = "https://api.github.com/"
 
+// DefaultMergeTimeout bounds a merge or a branch update (Config.MergeTimeout).
+const DefaultMergeTimeout = 60 * time.Second
+
 // Config configures a Client.
 type Config struct {
 	// BaseURL is the REST base: DefaultBaseURL when empty,
@@ -54,6 +57,11 @@ type Config struct {
 	// 10s), counted from when the request gets one of its installation's
 	// slots (InstallationConcurrency).
 	Timeout time.Duration
+	// MergeTimeout replaces Timeout for merges and branch updates (default
+	// DefaultMergeTimeout, 60s). GitHub gives a request 10 s itself and may
+	// still finish a merge it answered late: a client that gave up at 10 s
+	// and sent the merge again raced the first one.
+	MergeTimeout time.Duration
 	// InstallationConcurrency bounds the requests one installation has in
 	// flight, whoever sends them (default DefaultInstallationConcurrency,
 	// 4): GitHub asks integrators not to send a token's requests
@@ -118,6 +126,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.MergeTimeout <= 0 {
+		cfg.MergeTimeout = DefaultMergeTimeout
+	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "mergegate"
 	}
@@ -142,7 +153,7 @@ func (c *Client) installation(tenant string) (*installation, error) {
 		return in, nil
 	}
 	lim := &limiter{tenant: tenant, clock: c.cfg.Clock}
-	below := newInflight(c.cfg.InstallationConcurrency, c.cfg.Timeout,
+	below := newInflight(c.cfg.InstallationConcurrency, c.cfg.Timeout, c.cfg.MergeTimeout,
 		&rateGuard{lim: lim, next: &cacheTransport{inst: tenant, cache: c.cache, next: c.cfg.Transport}})
 	// One AppsTransport per installation: ghinstallation mutates it while
 	// refreshing a token, so it must not be shared.

@@ -43,8 +43,9 @@ type env struct {
 }
 
 type envOpts struct {
-	prefix  string
-	timeout time.Duration
+	prefix       string
+	timeout      time.Duration
+	mergeTimeout time.Duration // Config.MergeTimeout (0: the default)
 	// The conditional-request cache's bounds (0: the defaults).
 	cacheEntries int
 	cacheBytes   int64
@@ -63,6 +64,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		PrivateKey:   gh.PrivateKeyPEM(),
 		Clock:        clk.Now,
 		Timeout:      o.timeout,
+		MergeTimeout: o.mergeTimeout,
 		CacheEntries: o.cacheEntries,
 		CacheBytes:   o.cacheBytes,
 
