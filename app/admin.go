@@ -33,37 +33,110 @@ type AdminConfig struct {
 	Metrics    *Metrics
 	Dashboard  http.Handler // GET / and its pages; nil: none
 	Logger     zerolog.Logger
+	// Addr is the admin listener's address (--admin-addr): its host is,
+	// beside loopback names, the Host the API answers to.
+	Addr string
 }
 
 // maxAdminBody bounds an admin request body.
 const maxAdminBody = 1 << 20
 
 // NewAdminHandler serves the seed's contract (SPEC §3) on the admin listener.
+//
+// Protections, outermost first: only Host names of the admin address or
+// loopback are answered (421 otherwise: a page whose DNS name was rebound to
+// 127.0.0.1 gets nothing); cross-origin browser requests other than GET,
+// HEAD and OPTIONS are refused (403, net/http.CrossOriginProtection, from
+// Sec-Fetch-Site and Origin: a web page cannot post to it); the admin
+// token, when set; and a wrong method on a route answers 405 with Allow.
 func NewAdminHandler(cfg AdminConfig) http.Handler {
 	a := &admin{cfg: cfg}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /event", a.event)
-	mux.HandleFunc("POST /reconcile", a.reconcile)
-	mux.HandleFunc("GET /lease", a.lease)
-	mux.HandleFunc("POST /lease/acquire", a.acquire)
-	mux.HandleFunc("POST /lease/release", a.release)
-	mux.HandleFunc("GET /queue", a.queue)
-	mux.HandleFunc("POST /deliveries/retry", a.retry)
-	mux.HandleFunc("GET /healthz", healthz(cfg.Store))
+	route := func(method, path string, h http.HandlerFunc) {
+		mux.HandleFunc(method+" "+path, h)
+		mux.HandleFunc(path, methodNotAllowed(method)) // any other method
+	}
+	route(http.MethodPost, "/event", a.event)
+	route(http.MethodPost, "/reconcile", a.reconcile)
+	route(http.MethodGet, "/lease", a.lease)
+	route(http.MethodPost, "/lease/acquire", a.acquire)
+	route(http.MethodPost, "/lease/release", a.release)
+	route(http.MethodGet, "/queue", a.queue)
+	route(http.MethodPost, "/deliveries/retry", a.retry)
+	route(http.MethodGet, "/healthz", healthz(cfg.Store))
 	if cfg.Metrics != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /deliveries/stats", a.stats)
+		route(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP)
+		route(http.MethodGet, "/deliveries/stats", a.stats)
 	}
 	if cfg.Dashboard != nil {
-		mux.Handle("/", cfg.Dashboard)
+		mux.Handle("/", cfg.Dashboard) // its own routes are GET only: 405 otherwise
 	}
-	return a.auth(mux)
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "cross-origin request refused: the admin API takes requests from curl, scripts and its own pages, not from other sites"})
+	}))
+	return hostGuard(cfg.Addr, cop.Handler(a.auth(mux)))
+}
+
+// methodNotAllowed answers a route's other methods: 405 and Allow.
+func methodNotAllowed(method string) http.HandlerFunc {
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": fmt.Sprintf("%s is not allowed here; use %s", r.Method, method)})
+	}
+}
+
+// hostGuard answers only requests whose Host is a name of the admin
+// address or of loopback (localhost, 127.0.0.1, [::1], any port), so that
+// DNS rebinding (a page on evil.example whose name then resolves to
+// 127.0.0.1) reaches nothing. A listener on every address (0.0.0.0, ::)
+// also answers to any IP literal: a literal cannot be rebound. Other names
+// get 421 Misdirected Request saying which ones are answered.
+func hostGuard(adminAddr string, next http.Handler) http.Handler {
+	own, _, err := net.SplitHostPort(adminAddr)
+	if err != nil {
+		own = ""
+	}
+	own = strings.ToLower(strings.Trim(own, "[]"))
+	anyIP := own == "" || net.ParseIP(own) != nil && net.ParseIP(own).IsUnspecified()
+	names := "localhost, 127.0.0.1 or [::1]"
+	if !anyIP && own != "localhost" && own != "127.0.0.1" && own != "::1" {
+		names = "localhost, 127.0.0.1, [::1] or " + own
+	} else if anyIP {
+		names = "localhost or an IP address"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.ToLower(strings.Trim(host, "[]"))
+		ip := net.ParseIP(host)
+		switch {
+		case host == "", host == "localhost", host == own, ip != nil && (ip.IsLoopback() || anyIP):
+			next.ServeHTTP(w, r)
+		default:
+			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": fmt.Sprintf("the admin API answers to the host names %s only, not %q (a guard against DNS rebinding)", names, clipString(r.Host, 100))})
+		}
+	})
+}
+
+func clipString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 type admin struct{ cfg AdminConfig }
 
-// auth requires the admin token when one is set: as a bearer token, or as
-// the password of HTTP basic auth (so a browser can open the dashboard).
+// auth requires the admin token when one is set: as a bearer token (the
+// scheme in any case, RFC 9110), or as the password of HTTP basic auth (so
+// a browser can open the dashboard).
 func (a *admin) auth(next http.Handler) http.Handler {
 	if a.cfg.Token == "" {
 		return next
@@ -71,8 +144,8 @@ func (a *admin) auth(next http.Handler) http.Handler {
 	want := []byte(a.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var got string
-		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-			got = strings.TrimPrefix(h, "Bearer ")
+		if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+			got = strings.TrimLeft(cred, " ")
 		} else if _, pw, ok := r.BasicAuth(); ok {
 			got = pw
 		}
@@ -92,6 +165,10 @@ func (a *admin) event(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := ev.Validate(); err != nil {
 		badRequest(w, err)
+		return
+	}
+	if err := webhook.CheckRepoName(ev.Repo); err != nil {
+		badRequest(w, &leasedo.FieldError{Field: "repo", Msg: err.Error()})
 		return
 	}
 	// The seed's vocabulary is GitHub's; the webhook package maps it. A
@@ -289,16 +366,6 @@ func (a *admin) fail(w http.ResponseWriter, err error) {
 	default:
 		a.cfg.Logger.Error().Err(err).Msg("admin request failed")
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error; see the server log"})
-	}
-}
-
-func healthz(s *leasedo.Store) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := s.DB().Ping(r.Context()); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "database does not answer"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}
 }
 

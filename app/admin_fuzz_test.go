@@ -47,7 +47,7 @@ func FuzzAdminEvent(f *testing.F) {
 	h := NewAdminHandler(AdminConfig{Store: store, Logger: zerolog.Nop()})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		clk.Advance(time.Millisecond)
-		req := httptest.NewRequest(http.MethodPost, "/event", bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8081/event", bytes.NewReader(body))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch rec.Code {

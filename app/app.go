@@ -45,12 +45,52 @@ type Config struct {
 	// RedeliverBudget is the most redeliveries the sweep asks GitHub for
 	// in one cron pass (redeliver.go); 0 turns the sweep off.
 	RedeliverBudget int
+
+	// The listeners' timeouts; zero: publicTimeouts and adminTimeouts.
+	publicTimeouts, adminTimeouts listenerTimeouts
 }
+
+// listenerTimeouts are an http.Server's timeouts. net/http counts
+// ReadTimeout from the connection's accept to the end of the body, and
+// WriteTimeout from the end of the request's headers to the end of the
+// answer, so WriteTimeout must leave room for the body to arrive first.
+type listenerTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+var (
+	// publicTimeouts: a delivery's body may take up to 60 s to arrive (25
+	// MiB on a slow link); storing and answering it takes milliseconds,
+	// and GitHub gives up after 10 s anyway.
+	publicTimeouts = listenerTimeouts{readHeader: 10 * time.Second, read: 60 * time.Second, write: 75 * time.Second, idle: 60 * time.Second}
+	// adminTimeouts: bodies are at most 1 MiB; POST /reconcile resyncs a
+	// repository from GitHub (several pages at GitHub's pace), so the
+	// answer may take a while.
+	adminTimeouts = listenerTimeouts{readHeader: 10 * time.Second, read: 30 * time.Second, write: 2 * time.Minute, idle: 2 * time.Minute}
+)
+
+func (t listenerTimeouts) or(def listenerTimeouts) listenerTimeouts {
+	if t == (listenerTimeouts{}) {
+		return def
+	}
+	return t
+}
+
+func (t listenerTimeouts) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+}
+
+// MinAdminToken is the shortest admin token accepted on an admin listener
+// off loopback, which anyone on the network can try tokens against.
+const MinAdminToken = 16
 
 // Validate refuses a configuration that would be unsafe or cannot work.
 func (c Config) Validate() error {
 	if c.AdminToken == "" && !IsLoopback(c.AdminAddr) {
 		return fmt.Errorf("--admin-addr %s is not a loopback address and no --admin-token is set: anyone who reaches it could drive the queue; set MERGEGATE_ADMIN_TOKEN or listen on 127.0.0.1", c.AdminAddr)
+	}
+	if n := len(c.AdminToken); n < MinAdminToken && !IsLoopback(c.AdminAddr) {
+		return fmt.Errorf("--admin-token (MERGEGATE_ADMIN_TOKEN) is %d characters long: an admin listener off loopback (--admin-addr %s) needs one of at least %d (openssl rand -hex 16)", n, c.AdminAddr, MinAdminToken)
 	}
 	switch c.MergeMethod {
 	case forge.MethodMerge, forge.MethodSquash, forge.MethodRebase:
@@ -255,7 +295,7 @@ func (a *App) AdminHandler() http.Handler {
 func (a *App) adminHandler(eng *Engine, rec *reconcile.Reconciler) http.Handler {
 	return NewAdminHandler(AdminConfig{
 		Store: a.Store, Engine: eng, Reconciler: rec, Token: a.cfg.AdminToken,
-		Metrics: a.Metrics, Logger: a.log, Dashboard: a.dashboard(),
+		Metrics: a.Metrics, Logger: a.log, Dashboard: a.dashboard(), Addr: a.cfg.AdminAddr,
 	})
 }
 
@@ -273,8 +313,8 @@ func (a *App) Start() error {
 		return fmt.Errorf("listen --admin-addr %s: %w", a.cfg.AdminAddr, err)
 	}
 	a.adminH.set(a.AdminHandler())
-	a.public = &http.Server{Handler: pub, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second}
-	a.admin = &http.Server{Handler: &a.adminH, ReadHeaderTimeout: 10 * time.Second}
+	a.public = a.cfg.publicTimeouts.or(publicTimeouts).server(pub)
+	a.admin = a.cfg.adminTimeouts.or(adminTimeouts).server(&a.adminH)
 	a.mu.Lock()
 	a.started = true
 	eng, cron, github := a.Engine, a.Cron, a.Forge != nil

@@ -33,6 +33,19 @@ type DashboardStatus struct {
 	CronLastDurationMS int64  `json:"cronLastDurationMs"`
 	CronStale          bool   `json:"cronStale"` // no successful pass for three periods
 	CronLastText       string `json:"-"`
+	// AuthFailures are the installations whose credentials GitHub refuses
+	// even with a new token: their queues cannot move.
+	AuthFailures []AuthFailureView `json:"authFailures,omitempty"`
+}
+
+// AuthFailureView is forge.AuthFailure as the pages show it.
+type AuthFailureView struct {
+	Tenant    string `json:"tenant"`
+	Repo      string `json:"repo,omitempty"`
+	Status    int    `json:"status"`
+	Message   string `json:"message"`
+	Since     int64  `json:"since"` // epoch ms
+	SinceText string `json:"-"`
 }
 
 // overviewAudit is how many audit entries per repository GET / shows.
@@ -365,6 +378,9 @@ func (d *dashboard) status(now time.Time) DashboardStatus {
 	st := d.cfg.Status()
 	if st.CronLastSuccess > 0 {
 		st.CronLastText = timeText(msTime(st.CronLastSuccess))
+	}
+	for i := range st.AuthFailures {
+		st.AuthFailures[i].SinceText = timeText(msTime(st.AuthFailures[i].Since))
 	}
 	return st
 }

@@ -17,6 +17,11 @@ func (a *App) dashboard() http.Handler {
 func (a *App) dashboardStatus() DashboardStatus {
 	fc, _, cron := a.current()
 	st := DashboardStatus{GitHub: fc != nil, Setup: a.setup != nil && !a.setup.Done()}
+	if fc != nil {
+		for _, f := range fc.AuthFailures() {
+			st.AuthFailures = append(st.AuthFailures, AuthFailureView{Tenant: f.Tenant, Repo: f.Repo, Status: f.Status, Message: f.Message, Since: f.Since.UnixMilli()})
+		}
+	}
 	if cron == nil {
 		return st
 	}

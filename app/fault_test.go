@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,18 @@ import (
 
 // Fault tests: each asserts that nothing acknowledged is lost and that the
 // database passes PRAGMA integrity_check afterwards.
+
+// getBody GETs url and returns its status and body.
+func getBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
 
 func (h *harness) integrityOK() {
 	h.t.Helper()
@@ -68,9 +81,12 @@ func TestFaultDiskFullAnswers503ThenRedeliveryApplies(t *testing.T) {
 	if !strings.Contains(h.logBuf.String(), "delivery not stored") {
 		t.Fatalf("the 503 was not logged")
 	}
-	// The database still answers reads.
-	if res, err := http.Get(h.pub + "/healthz"); err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("healthz on a full disk: %v %v", res, err)
+	// /healthz says so, on both listeners, with the reason.
+	for _, base := range []string{h.pub, h.admin} {
+		code, body := getBody(t, base+"/healthz")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "database cannot be written") || !strings.Contains(body, "full") {
+			t.Fatalf("healthz on a full disk: %d %s, want 503 with the reason", code, body)
+		}
 	}
 
 	if err := h.app.DB.LimitPages(ctx, -1); err != nil {
@@ -78,6 +94,9 @@ func TestFaultDiskFullAnswers503ThenRedeliveryApplies(t *testing.T) {
 	}
 	if code := h.sendID("pull_request", "disk-full-1", big); code != http.StatusAccepted {
 		t.Fatalf("redelivery after the disk was freed answered %d, want 202", code)
+	}
+	if code, body := getBody(t, h.pub+"/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz once writes commit again: %d %s", code, body)
 	}
 	h.settle()
 	for n := 1; n <= 10; n++ {

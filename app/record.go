@@ -2,6 +2,8 @@ package app
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -72,7 +74,7 @@ func (r *Recorder) Record(d leasedo.Delivery) error {
 	}
 	r.mu.Lock()
 	r.n++
-	name := fmt.Sprintf("%06d-%s-%s.json", r.n, safeName(d.Event), safeName(d.ID))
+	name := fmt.Sprintf("%06d-%s-%s.json", r.n, namePart(d.Event, maxEventPart), namePart(d.ID, maxIDPart))
 	r.mu.Unlock()
 	tmp := filepath.Join(r.dir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, buf.Bytes(), 0o640); err != nil {
@@ -82,6 +84,26 @@ func (r *Recorder) Record(d leasedo.Delivery) error {
 		return fmt.Errorf("record %s: %w", d.ID, err)
 	}
 	return nil
+}
+
+// Bounds of the parts of a recorded file's name, well under the 255 bytes
+// a file name may have: a GUID delivery id (36) and GitHub's event names
+// fit as they are.
+const (
+	maxEventPart = 40
+	maxIDPart    = 100
+)
+
+// namePart is s as part of a file name: s itself when it is made of
+// letters, digits, - and _ only and fits max bytes, else h- and a hash of
+// s, so that no id or event name (too long, all dots, a path) keeps a
+// delivery from being recorded. The file's content keeps the real value.
+func namePart(s string, max int) string {
+	if s != "" && len(s) <= max && safeName(s) == s {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "h-" + hex.EncodeToString(sum[:12])
 }
 
 func safeName(s string) string {

@@ -7,7 +7,8 @@
 //
 // Each installation gets its own transport stack:
 //
-//	go-github → ghinstallation.Transport (installation token, cached and refreshed)
+//	go-github → authTransport (a token GitHub refuses is dropped; see auth.go)
+//	          → ghinstallation.Transport (installation token, cached and refreshed)
 //	          → inflight (at most InstallationConcurrency requests at once; the
 //	            Timeout; see inflight.go)
 //	          → rateGuard (refuses to send while rate-limited; see ratelimit.go)
@@ -32,10 +33,14 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	jwt "github.com/golang-jwt/jwt/v4"
 	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
 )
 
 // DefaultBaseURL is GitHub.com's REST API.
 const DefaultBaseURL = "https://api.github.com/"
+
+// DefaultMergeTimeout bounds a merge or a branch update (Config.MergeTimeout).
+const DefaultMergeTimeout = 60 * time.Second
 
 // Config configures a Client.
 type Config struct {
@@ -54,6 +59,11 @@ type Config struct {
 	// 10s), counted from when the request gets one of its installation's
 	// slots (InstallationConcurrency).
 	Timeout time.Duration
+	// MergeTimeout replaces Timeout for merges and branch updates (default
+	// DefaultMergeTimeout, 60s). GitHub gives a request 10 s itself and may
+	// still finish a merge it answered late: a client that gave up at 10 s
+	// and sent the merge again raced the first one.
+	MergeTimeout time.Duration
 	// InstallationConcurrency bounds the requests one installation has in
 	// flight, whoever sends them (default DefaultInstallationConcurrency,
 	// 4): GitHub asks integrators not to send a token's requests
@@ -66,6 +76,10 @@ type Config struct {
 	CacheBytes int64
 	// UserAgent is sent with every request (default "mergegate").
 	UserAgent string
+	// Logger gets one line when GitHub starts refusing an installation's
+	// credentials and one when it accepts them again (AuthFailure); the
+	// zero value logs nothing.
+	Logger zerolog.Logger
 }
 
 // Client calls GitHub as the App's installations. It is safe for concurrent
@@ -91,6 +105,7 @@ type installation struct {
 	gh    *github.Client
 	lim   *limiter
 	slots *inflight
+	auth  *authTransport // nil for the App's own client
 }
 
 // New validates cfg (App id, PEM key, base URL) and returns a Client. No
@@ -122,6 +137,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.MergeTimeout <= 0 {
+		cfg.MergeTimeout = DefaultMergeTimeout
+	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "mergegate"
 	}
@@ -132,6 +150,15 @@ func New(cfg Config) (*Client, error) {
 		cache: newETagCache(cfg.CacheEntries, cfg.CacheBytes),
 		insts: map[int64]*installation{},
 	}, nil
+}
+
+// parseTenant is tenant's installation id, 0 when it is not one.
+func parseTenant(tenant string) int64 {
+	id, err := strconv.ParseInt(tenant, 10, 64)
+	if err != nil || id <= 0 {
+		return 0
+	}
+	return id
 }
 
 // installation returns the cached per-installation client for tenant.
@@ -146,23 +173,28 @@ func (c *Client) installation(tenant string) (*installation, error) {
 		return in, nil
 	}
 	lim := &limiter{tenant: tenant, clock: c.cfg.Clock}
-	below := newInflight(c.cfg.InstallationConcurrency, c.cfg.Timeout,
+	below := newInflight(c.cfg.InstallationConcurrency, c.cfg.Timeout, c.cfg.MergeTimeout,
 		&rateGuard{lim: lim, next: &cacheTransport{inst: tenant, cache: c.cache, next: c.cfg.Transport}})
-	// One AppsTransport per installation: ghinstallation mutates it while
-	// refreshing a token, so it must not be shared.
-	atr := ghinstallation.NewAppsTransportFromPrivateKey(below, c.cfg.AppID, c.key)
 	baseNoSlash := strings.TrimRight(c.base.String(), "/")
-	atr.BaseURL = baseNoSlash
-	itr := ghinstallation.NewFromAppsTransport(atr, id)
-	itr.BaseURL = baseNoSlash
+	// One AppsTransport per ghinstallation transport: ghinstallation
+	// mutates it while refreshing a token, so it must not be shared (and
+	// authTransport builds a new pair to drop a refused token).
+	fresh := func() http.RoundTripper {
+		atr := ghinstallation.NewAppsTransportFromPrivateKey(below, c.cfg.AppID, c.key)
+		atr.BaseURL = baseNoSlash
+		itr := ghinstallation.NewFromAppsTransport(atr, id)
+		itr.BaseURL = baseNoSlash
+		return itr
+	}
+	auth := newAuthTransport(tenant, fresh, c.cfg.Clock, c.cfg.Logger)
 
 	// No Client.Timeout: it would count the wait for a slot; inflight
 	// times each request from when it is sent.
-	gh := github.NewClient(&http.Client{Transport: itr})
+	gh := github.NewClient(&http.Client{Transport: auth})
 	gh.BaseURL = c.base
 	gh.UploadURL = c.base
 	gh.UserAgent = c.cfg.UserAgent
-	in := &installation{gh: gh, lim: lim, slots: below}
+	in := &installation{gh: gh, lim: lim, slots: below, auth: auth}
 	c.insts[id] = in
 	return in, nil
 }
@@ -215,6 +247,9 @@ func (c *Client) begin(ctx context.Context, op, tenant, repo string) (context.Co
 		if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
 			return ctx, nil, "", "", cl, fmt.Errorf("forge: repo %q is not owner/name", repo)
 		}
+	}
+	if repo != "" {
+		ctx = context.WithValue(ctx, repoKey{}, repo)
 	}
 	return withOp(ctx, op), in, owner, name, cl, nil
 }

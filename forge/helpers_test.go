@@ -2,9 +2,12 @@ package forge_test
 
 import (
 	"context"
+	"io"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
@@ -43,13 +46,16 @@ type env struct {
 }
 
 type envOpts struct {
-	prefix  string
-	timeout time.Duration
+	prefix       string
+	timeout      time.Duration
+	mergeTimeout time.Duration // Config.MergeTimeout (0: the default)
 	// The conditional-request cache's bounds (0: the defaults).
 	cacheEntries int
 	cacheBytes   int64
 	// perInstallation is Config.InstallationConcurrency (0: the default).
 	perInstallation int
+	log             io.Writer // Config.Logger's output (nil: none)
+	key             []byte    // the client's App key (nil: the fake's)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -57,12 +63,22 @@ func newEnv(t *testing.T, o envOpts) *env {
 	clk := newClock()
 	gh := fakegithub.NewWithOptions(t, fakegithub.Options{PathPrefix: o.prefix, Clock: clk.Now})
 	gh.AddRepo(tenant, repo, "main")
+	key := o.key
+	if key == nil {
+		key = gh.PrivateKeyPEM()
+	}
+	var log zerolog.Logger
+	if o.log != nil {
+		log = zerolog.New(o.log)
+	}
 	c, err := forge.New(forge.Config{
 		BaseURL:      gh.URL(),
 		AppID:        gh.AppID(),
-		PrivateKey:   gh.PrivateKeyPEM(),
+		PrivateKey:   key,
+		Logger:       log,
 		Clock:        clk.Now,
 		Timeout:      o.timeout,
+		MergeTimeout: o.mergeTimeout,
 		CacheEntries: o.cacheEntries,
 		CacheBytes:   o.cacheBytes,
 

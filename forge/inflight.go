@@ -32,18 +32,24 @@ const DefaultInstallationConcurrency = 4
 type inflight struct {
 	slots   chan struct{}
 	timeout time.Duration
+	slow    time.Duration // the timeout of slowOps
 	next    http.RoundTripper
 
 	waited atomic.Int64 // requests that found every slot taken
 	waitNS atomic.Int64 // their time waiting, in all (wall clock: for the operator, decides nothing)
 }
 
-func newInflight(per int, timeout time.Duration, next http.RoundTripper) *inflight {
+func newInflight(per int, timeout, slow time.Duration, next http.RoundTripper) *inflight {
 	if per <= 0 {
 		per = DefaultInstallationConcurrency
 	}
-	return &inflight{slots: make(chan struct{}, per), timeout: timeout, next: next}
+	return &inflight{slots: make(chan struct{}, per), timeout: timeout, slow: max(slow, timeout), next: next}
 }
+
+// slowOps are the operations timed by Config.MergeTimeout: GitHub may take
+// longer than its own 10 s on them and still do them, so giving up early
+// invites sending them twice.
+var slowOps = map[string]bool{"pulls.merge": true, "pulls.update-branch": true}
 
 func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
@@ -63,7 +69,11 @@ func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, ctx.Err()
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	timeout := t.timeout
+	if slowOps[opFrom(req)] {
+		timeout = t.slow
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cancel()

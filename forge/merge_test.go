@@ -158,7 +158,7 @@ func TestMerge5xxIsTransient(t *testing.T) {
 }
 
 func TestMergeTimeoutIsTransient(t *testing.T) {
-	e := newEnv(t, envOpts{timeout: 150 * time.Millisecond})
+	e := newEnv(t, envOpts{timeout: 150 * time.Millisecond, mergeTimeout: 150 * time.Millisecond})
 	e.gh.AddPR(repo, fakegithub.PR{Number: 7, HeadSHA: "h7"})
 	// Mint the token first so that the timeout hits the merge itself.
 	if _, err := e.c.GetPR(e.ctx, tenant, repo, 7); err != nil {
@@ -177,6 +177,36 @@ func TestMergeTimeoutIsTransient(t *testing.T) {
 	}
 	if e.ctx.Err() != nil {
 		t.Fatal("caller context must be untouched")
+	}
+}
+
+// TestSlowMergeIsWaitedForNotSentTwice: a merge or branch update that
+// GitHub answers after the ordinary timeout is waited for (MergeTimeout),
+// sent once, and succeeds; other requests keep the ordinary timeout.
+func TestSlowMergeIsWaitedForNotSentTwice(t *testing.T) {
+	e := newEnv(t, envOpts{timeout: 100 * time.Millisecond, mergeTimeout: 5 * time.Second})
+	e.gh.AddPR(repo, fakegithub.PR{Number: 7, HeadSHA: "h7"})
+	e.gh.AddPR(repo, fakegithub.PR{Number: 8, HeadSHA: "h8"})
+	e.gh.SetBehind(repo, 8, true)
+	if _, err := e.c.GetPR(e.ctx, tenant, repo, 7); err != nil { // the token, minted
+		t.Fatal(err)
+	}
+	e.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultDelay(300*time.Millisecond))
+	e.gh.Fail(fakegithub.RouteUpdateBranch, 1, fakegithub.FaultDelay(300*time.Millisecond))
+	if _, err := e.c.Merge(e.ctx, tenant, repo, 7, "h7", "merge"); err != nil {
+		t.Fatalf("a merge answered in 300 ms with a 100 ms ordinary timeout: %v", err)
+	}
+	if err := e.c.UpdateBranch(e.ctx, tenant, repo, 8, "h8"); err != nil {
+		t.Fatalf("a branch update answered in 300 ms: %v", err)
+	}
+	if n := e.gh.CallCount(fakegithub.RouteMerge); n != 1 || len(e.gh.Merges()) != 1 {
+		t.Fatalf("merge sent %d times, %d merges; want 1 and 1", n, len(e.gh.Merges()))
+	}
+	e.gh.Fail(fakegithub.RouteGetPull, 1, fakegithub.FaultDelay(300*time.Millisecond))
+	_, err := e.c.GetPR(e.ctx, tenant, repo, 7)
+	var te *forge.TransientError
+	if !errors.As(err, &te) || !te.Timeout {
+		t.Fatalf("a GET answered in 300 ms: %v, want the ordinary timeout", err)
 	}
 }
 

@@ -43,6 +43,50 @@ type DB struct {
 	// commits counts the writer's commits: the checkpointer skips its
 	// pass when nothing was committed since the last one.
 	commits atomic.Int64
+	// writeFailure is the storage error of the last write that failed
+	// for want of storage (disk full, read-only, I/O), until a write
+	// commits again (GET /healthz).
+	writeFailure atomic.Pointer[WriteFailure]
+}
+
+// WriteFailure is a write that the storage refused.
+type WriteFailure struct {
+	Err error
+	At  time.Time // wall clock, for the operator
+}
+
+// LastWriteFailure returns the storage error of the last write when it
+// failed for want of storage, or nil once a write committed after it.
+func (db *DB) LastWriteFailure() *WriteFailure { return db.writeFailure.Load() }
+
+// noteWrite keeps the outcome of a write: a storage failure is kept, a
+// commit forgets it. Other errors (a lease held, a bad field) say nothing
+// about the storage.
+func (db *DB) noteWrite(err error) {
+	switch {
+	case err == nil:
+		if db.writeFailure.Load() != nil {
+			db.writeFailure.Store(nil)
+		}
+	case IsStorageError(err):
+		db.writeFailure.Store(&WriteFailure{Err: err, At: time.Now()})
+	}
+}
+
+// IsStorageError reports whether err is SQLite saying that the database
+// cannot be written: full, read-only, an I/O error, a file it cannot open,
+// or a damaged file.
+func IsStorageError(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_PERM:
+		return true
+	}
+	return false
 }
 
 // writeGate hands the writer connection to one transaction at a time, in
@@ -228,6 +272,11 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	if busy <= 0 {
 		busy = 10 * time.Second
 	}
+	if !opt.ReadOnly {
+		if err := createPrivate(path); err != nil {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+	}
 	q := url.Values{}
 	// SQLite's default 4 KiB pages, set before the switch to WAL (it only
 	// takes effect on a new file). A commit writes every page it touched
@@ -293,6 +342,22 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	db.stop, db.done = make(chan struct{}), make(chan struct{})
 	go db.checkpointer()
 	return db, nil
+}
+
+// createPrivate creates the database file, if it is not there, readable
+// and writable by its owner only (0600, whatever the umask): it holds
+// every delivery's payload. SQLite gives the -wal and -shm files it
+// creates the database file's mode. An existing file keeps its mode.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(0o600) // the umask may have taken bits away from 0600
 }
 
 // checkpointer copies the WAL back into the database in the background.
@@ -518,12 +583,14 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 	}
 	sqlTx, err := db.w.BeginTx(context.WithoutCancel(ctx), nil) // see wtx
 	if err != nil {
+		db.noteWrite(err)
 		return fmt.Errorf("begin write: %w", err)
 	}
 	tx := &wtx{Tx: sqlTx, stmts: db.stmts}
 	// Deferred, so a panic in fn rolls back too and frees the writer.
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if err := fn(tx); err != nil {
+		db.noteWrite(err)
 		return err
 	}
 	// A webhook's commit waiting meanwhile goes in this one (writeGate).
@@ -538,6 +605,7 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 		defer func() { a.res <- res }()
 		fnErr, err := savepoint(ctx, tx, func() error { return a.fn(tx) })
 		if err != nil { // this transaction cannot go on either
+			db.noteWrite(err)
 			return err
 		}
 		if fnErr != nil {
@@ -545,11 +613,15 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		db.noteWrite(err)
 		return fmt.Errorf("commit: %w", err)
 	}
 	db.commits.Add(1)
+	db.noteWrite(nil)
 	if res.err == nil {
 		res = alongRes{}
+	} else {
+		db.noteWrite(res.err) // the webhook's write taken along failed alone
 	}
 	return nil
 }

@@ -1,14 +1,19 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -47,12 +52,21 @@ type HandlerConfig struct {
 	OnStored func(d leasedo.Delivery)
 	// MaxBody caps the request body; 0 = MaxBody (25 MiB).
 	MaxBody int64
+	// Budget caps the bytes held by the bodies of all requests being read;
+	// nil = one budget of DefaultBodyBudget shared by the whole process.
+	Budget *Budget
+	// BudgetWait is how long a request waits for room in Budget before it
+	// is answered 503 with Retry-After; 0 = DefaultBudgetWait.
+	BudgetWait time.Duration
+	// after makes the BudgetWait timer (tests); nil = time.After.
+	after func(time.Duration) <-chan time.Time
 }
 
 // NewHandler returns the POST /webhook handler (SPEC §3). Checks run in this
-// order: method (405), content type (415), size (413), signature (401),
-// headers and JSON (400), then the delivery is stored (202; 503 when the
-// inbox fails). A ping is verified and answered 200 without being stored.
+// order: method (405), content type (415), size (413; 503 when the bodies
+// in flight fill the budget), signature (401), headers, lengths and JSON
+// (400), then the delivery is stored (202; 503 when the inbox fails). A
+// ping is verified and answered 200 without being stored.
 func NewHandler(cfg HandlerConfig) http.Handler {
 	if cfg.Inbox == nil {
 		panic("webhook.NewHandler: HandlerConfig.Inbox is nil")
@@ -63,6 +77,15 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = MaxBody
 	}
+	if cfg.Budget == nil {
+		cfg.Budget = defaultBudget
+	}
+	if cfg.BudgetWait <= 0 {
+		cfg.BudgetWait = DefaultBudgetWait
+	}
+	if cfg.after == nil {
+		cfg.after = time.After
+	}
 	return &handler{cfg: cfg}
 }
 
@@ -72,26 +95,25 @@ type handler struct {
 
 // outcome is what one delivery produced: its status, answer and log fields.
 type outcome struct {
-	status    int
-	err       string // short message for {"error": ...}; "" on success
-	duplicate bool
-	cause     error // internal error, logged only (inbox failures)
-	d         leasedo.Delivery
+	status     int
+	err        string // short message for {"error": ...}; "" on success
+	retryAfter int    // seconds, for a 503 the client may retry soon
+	duplicate  bool
+	cause      error // internal error, logged only (inbox failures)
+	d          leasedo.Delivery
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	buf := bodyBufs.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledBody {
-			buf.Reset()
-			bodyBufs.Put(buf)
-		}
-	}()
-	o := h.handle(w, r, buf)
+	body := body{buf: bodyBufs.Get().(*[]byte), budget: h.cfg.Budget}
+	defer body.done()
+	o := h.handle(w, r, &body)
 	h.log(o)
 	w.Header().Set("Content-Type", "application/json")
 	if o.status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", http.MethodPost)
+	}
+	if o.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(o.retryAfter))
 	}
 	w.WriteHeader(o.status)
 	var answer any
@@ -113,14 +135,44 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // times a second (p99 ack latency 15-20 ms; 6-8 ms without collections).
 // The body is not kept past the handler: the inbox stores its own
 // (compressed) copy before Enqueue returns.
-var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// maxPooledBody keeps a rare huge body's buffer out of the pool.
-const maxPooledBody = 1 << 20
+// maxPooledBody keeps larger buffers out of the pool: a pooled buffer is
+// reserved from the budget as soon as its request reads, so what a slow
+// client can make a request hold before sending anything stays small.
+const maxPooledBody = 64 << 10
 
-// handle runs the checks in SPEC order and stores the delivery; buf holds
-// the body, which must not be kept after it returns.
-func (h *handler) handle(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) outcome {
+// Steps of a body's buffer: the first is sized from Content-Length (at
+// least minFirstStep, at most maxFirstStep, whatever was declared: a client
+// that declares 25 MiB and sends one byte holds maxFirstStep), then the
+// buffer doubles as bytes arrive, never past Content-Length+1 or the limit.
+const (
+	minFirstStep = 512
+	maxFirstStep = 64 << 10
+)
+
+// body is one request's buffer and what it reserved from the budget; the
+// reservation always equals the buffer's capacity once reading started.
+type body struct {
+	buf      *[]byte
+	budget   *Budget
+	reserved int64
+	timeout  <-chan time.Time // the request's wait for room, made when it first waits
+}
+
+// done gives the reservation back and the buffer to the pool.
+func (b *body) done() {
+	b.budget.release(b.reserved)
+	b.reserved = 0
+	if cap(*b.buf) <= maxPooledBody {
+		*b.buf = (*b.buf)[:0]
+		bodyBufs.Put(b.buf)
+	}
+}
+
+// handle runs the checks in SPEC order and stores the delivery; body holds
+// the bytes read, which must not be kept after it returns.
+func (h *handler) handle(w http.ResponseWriter, r *http.Request, body *body) outcome {
 	o := outcome{d: leasedo.Delivery{
 		ID:    r.Header.Get(DeliveryHeader),
 		Event: r.Header.Get(EventHeader),
@@ -137,8 +189,11 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request, buf *bytes.Buff
 	if !ok {
 		return fail(http.StatusUnsupportedMediaType, "content type must be application/json or application/x-www-form-urlencoded")
 	}
-	raw, status, msg := h.readBody(w, r, buf)
+	raw, status, msg := h.readBody(w, r, body)
 	if status != 0 {
+		if status == http.StatusServiceUnavailable {
+			o.retryAfter = budgetRetryAfter
+		}
 		return fail(status, msg)
 	}
 	if err := Verify(h.cfg.Secrets, raw, r.Header.Get(SignatureHeader)); err != nil {
@@ -149,6 +204,9 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request, buf *bytes.Buff
 	}
 	if o.d.ID == "" {
 		return fail(http.StatusBadRequest, "missing "+DeliveryHeader+" header")
+	}
+	if len(o.d.ID) > MaxDeliveryID {
+		return fail(http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes (GitHub sends a GUID)", DeliveryHeader, MaxDeliveryID))
 	}
 	payload := raw
 	if form {
@@ -163,6 +221,10 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request, buf *bytes.Buff
 		return fail(http.StatusBadRequest, err.Error())
 	}
 	o.d.Action, o.d.Tenant, o.d.Repo = meta.Action, meta.Tenant, meta.Repo
+	if err := CheckRepoName(meta.Repo); err != nil {
+		o.d.Repo = clip(o.d.Repo, MaxOwner+1+MaxRepoName)
+		return fail(http.StatusBadRequest, err.Error())
+	}
 	if o.d.Event == "ping" {
 		o.status = http.StatusOK
 		return o
@@ -203,9 +265,16 @@ func contentKind(header string) (form, ok bool) {
 	return false, false
 }
 
-// readBody reads at most MaxBody bytes (http.MaxBytesReader reads one more to
-// tell). A non-zero status is the answer when it could not.
-func (h *handler) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, int, string) {
+// budgetRetryAfter is the Retry-After of a 503 for want of room in the
+// budget, in seconds.
+const budgetRetryAfter = 5
+
+// readBody reads at most MaxBody bytes (http.MaxBytesReader reads one more
+// to tell) in bounded steps: the buffer grows only as bytes arrive, and
+// each step is reserved from the budget before it is allocated, so nothing
+// is held for what Content-Length merely declares. A non-zero status is the
+// answer when it could not.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request, b *body) ([]byte, int, string) {
 	tooLarge := "body is larger than GitHub's 25 MiB payload cap"
 	if h.cfg.MaxBody != MaxBody {
 		tooLarge = "body is larger than the configured limit"
@@ -213,17 +282,112 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Bu
 	if r.ContentLength > h.cfg.MaxBody {
 		return nil, http.StatusRequestEntityTooLarge, tooLarge
 	}
-	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	if _, err := buf.ReadFrom(body); err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, http.StatusRequestEntityTooLarge, tooLarge
+	src := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
+	buf := (*b.buf)[:0]
+	if c := int64(cap(buf)); c > 0 { // a pooled buffer: hold it as reserved
+		if !h.reserve(r, b, c) {
+			return nil, http.StatusServiceUnavailable, busyMessage
 		}
-		return nil, http.StatusBadRequest, "could not read the body"
 	}
-	return buf.Bytes(), 0, ""
+	for {
+		if len(buf) == cap(buf) {
+			next := nextCap(int64(cap(buf)), r.ContentLength, h.cfg.MaxBody)
+			if next <= int64(cap(buf)) {
+				return nil, http.StatusRequestEntityTooLarge, tooLarge
+			}
+			// Old and new buffer are both held while the bytes are copied.
+			if !h.reserve(r, b, next) {
+				return nil, http.StatusServiceUnavailable, busyMessage
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			b.budget.release(int64(cap(buf)))
+			b.reserved -= int64(cap(buf))
+			buf = grown
+			*b.buf = buf
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			*b.buf = buf
+			return buf, 0, ""
+		}
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				return nil, http.StatusRequestEntityTooLarge, tooLarge
+			}
+			return nil, http.StatusBadRequest, "could not read the body"
+		}
+	}
+}
+
+const busyMessage = "too many request bodies are being received at once; retry later"
+
+// reserve takes n bytes from the budget for b, waiting at most BudgetWait
+// in all for the request.
+func (h *handler) reserve(r *http.Request, b *body, n int64) bool {
+	if b.timeout == nil {
+		// Made before the first wait only: most requests never wait.
+		if b.budget.reserve(r.Context(), n, nil) {
+			b.reserved += n
+			return true
+		}
+		b.timeout = h.cfg.after(h.cfg.BudgetWait)
+	}
+	if !b.budget.reserve(r.Context(), n, b.timeout) {
+		return false
+	}
+	b.reserved += n
+	return true
+}
+
+// nextCap is a body buffer's next capacity after cur (see minFirstStep).
+func nextCap(cur, declared, limit int64) int64 {
+	var next int64
+	switch {
+	case cur == 0 && declared >= 0:
+		next = min(max(declared+1, minFirstStep), maxFirstStep)
+	case cur == 0:
+		next = maxFirstStep
+	case declared >= 0 && declared+1 > cur:
+		next = min(2*cur, declared+1)
+	default:
+		next = 2 * cur
+	}
+	return min(next, limit+1)
+}
+
+// Lengths GitHub never exceeds: a delivery id is a GUID, an owner (user or
+// organisation) at most 39 characters, a repository name at most 100.
+// Longer ones are refused before anything is stored.
+const (
+	MaxDeliveryID = 100 // bytes
+	MaxOwner      = 39  // characters
+	MaxRepoName   = 100 // characters
+)
+
+// CheckRepoName refuses a repository full name (owner/name) longer than
+// GitHub allows; "" (an installation-level event) passes.
+func CheckRepoName(full string) error {
+	if full == "" {
+		return nil
+	}
+	owner, name, _ := strings.Cut(full, "/")
+	if n := utf8.RuneCountInString(owner); n > MaxOwner {
+		return fmt.Errorf("repository owner is %d characters long; GitHub allows at most %d", n, MaxOwner)
+	}
+	if n := utf8.RuneCountInString(name); n > MaxRepoName {
+		return fmt.Errorf("repository name is %d characters long; GitHub allows at most %d", n, MaxRepoName)
+	}
+	return nil
+}
+
+// clip cuts s to at most n bytes, for log lines about refused input.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // signatureMessage explains a 401 without echoing the signature.
@@ -252,7 +416,7 @@ func (h *handler) log(o outcome) {
 	default:
 		ev = h.cfg.Logger.Info()
 	}
-	ev = ev.Str("delivery", o.d.ID).
+	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).
 		Str("event", o.d.Event).
 		Str("action", o.d.Action).
 		Str("tenant", o.d.Tenant).

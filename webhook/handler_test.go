@@ -291,3 +291,41 @@ func TestNewHandlerNeedsInbox(t *testing.T) {
 
 var _ Inbox = (*fakeInbox)(nil)
 var _ leasedo.Clock = fixedClock{}
+
+// TestLengthsGitHubNeverExceeds: a delivery id over 100 bytes, an owner
+// over 39 or a repository name over 100 characters is refused (400) and
+// not stored; at the limits it is stored.
+func TestLengthsGitHubNeverExceeds(t *testing.T) {
+	withRepo := func(full string) []byte {
+		return []byte(`{"action":"opened","installation":{"id":7},"repository":{"full_name":"` + full + `"}}`)
+	}
+	cases := []struct {
+		name   string
+		id     string
+		body   []byte
+		status int
+	}{
+		{"id of 100 bytes", strings.Repeat("d", 100), []byte(minimal), http.StatusAccepted},
+		{"id of 101 bytes", strings.Repeat("d", 101), []byte(minimal), http.StatusBadRequest},
+		{"owner of 39", "o39", withRepo(strings.Repeat("o", 39) + "/r"), http.StatusAccepted},
+		{"owner of 40", "o40", withRepo(strings.Repeat("o", 40) + "/r"), http.StatusBadRequest},
+		{"name of 100", "n100", withRepo("o/" + strings.Repeat("é", 100)), http.StatusAccepted},
+		{"name of 101", "n101", withRepo("o/" + strings.Repeat("n", 101)), http.StatusBadRequest},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			th := newTestHandler(t)
+			w := th.serve(delivery{event: "pull_request", id: c.id, body: c.body})
+			if w.Code != c.status {
+				t.Fatalf("status %d (%s), want %d", w.Code, w.Body, c.status)
+			}
+			stored := th.inbox.len() == 1
+			if stored != (c.status == http.StatusAccepted) {
+				t.Fatalf("stored %v with status %d", stored, w.Code)
+			}
+			if c.status == http.StatusBadRequest && strings.Contains(th.logs.String(), strings.Repeat("d", 101)) {
+				t.Error("the refused id is logged whole")
+			}
+		})
+	}
+}

@@ -29,7 +29,7 @@ var serveSettings = []setting{
 	{"app-id", "GITHUB_APP_ID", "", "GitHub App id"},
 	{"private-key", "GITHUB_PRIVATE_KEY_PATH", "", "PEM file of the App's private key"},
 	{"github-url", "GITHUB_API_URL", "https://api.github.com/", "GitHub REST base URL (GitHub Enterprise Server: https://HOST/api/v3/)"},
-	{"admin-token", "MERGEGATE_ADMIN_TOKEN", "", "bearer token for the admin listener; required unless it listens on loopback"},
+	{"admin-token", "MERGEGATE_ADMIN_TOKEN", "", "bearer token for the admin listener; required (at least 16 characters) unless it listens on loopback"},
 	{"reconcile-every", "MERGEGATE_RECONCILE_EVERY", "5m", "cron period"},
 	{"lease-ttl", "MERGEGATE_LEASE_TTL", "30s", "lease TTL (active -> stale)"},
 	{"lease-dead", "MERGEGATE_LEASE_DEAD", "90s", "age at which the cron force-releases a lease (stale -> dead)"},

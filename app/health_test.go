@@ -1,0 +1,59 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// TestHealthProbesTheDatabasesFilesystem: a read-only database file or a
+// filesystem with less room than one delivery is reported 503 with the
+// reason, before any write had to fail.
+func TestHealthProbesTheDatabasesFilesystem(t *testing.T) {
+	db, err := leasedo.Open(context.Background(), filepath.Join(t.TempDir(), "h.db"), leasedo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store := leasedo.NewStore(db, leasedo.Config{})
+	for _, c := range []struct {
+		name     string
+		free     uint64
+		writable error
+		status   int
+		reason   string
+	}{
+		{"room and writable", 10 << 30, nil, 200, ""},
+		{"read-only filesystem", 10 << 30, syscall.EROFS, 503, "not writable: read-only file system"},
+		{"disk almost full", 1 << 20, nil, 503, "1024 KiB free"},
+		{"free space unknown", 0, nil, 200, ""},
+	} {
+		h := &health{store: store,
+			free: func(string) (uint64, error) {
+				if c.free == 0 {
+					return 0, errors.New("unknown")
+				}
+				return c.free, nil
+			},
+			writable: func(string) error { return c.writable },
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		if w.Code != c.status || !strings.Contains(w.Body.String(), c.reason) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, w.Code, w.Body, c.status, c.reason)
+		}
+	}
+	// The real probes on this test's own folder.
+	w := httptest.NewRecorder()
+	healthz(store)(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if w.Code != 200 {
+		t.Fatalf("healthz on a writable temporary folder: %d %s", w.Code, w.Body)
+	}
+}
