@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -392,10 +393,17 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 }
 
 func (s *Syncer) merged(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
-	summary := fmt.Sprintf("Merged at %s with %s, the commit whose checks passed.", rules.Short(it.PRSha), a.Method)
-	if a.MethodNote != "" {
-		summary = fmt.Sprintf("Merged at %s with %s, the commit whose checks passed (%s).", rules.Short(it.PRSha), a.MethodNote, a.Method)
+	// One sentence that names the method once: "with squash", "with
+	// squash, not merge (--merge-method): ...", "with rebase (the method
+	// chosen with auto-merge)".
+	with := a.Method
+	switch {
+	case strings.HasPrefix(a.MethodNote, a.Method+","):
+		with = a.MethodNote
+	case a.MethodNote != "":
+		with = a.Method + " (" + a.MethodNote + ")"
 	}
+	summary := fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s.", rules.Short(it.PRSha), with)
 	if err := s.store.MarkMerged(ctx, l, it.PRNumber, it.PRSha, a.Method,
 		leasedo.CheckRunEnd{Conclusion: "success", Title: "Merged", Summary: summary}); err != nil {
 		return err
