@@ -249,9 +249,12 @@ func (a *admin) release(w http.ResponseWriter, r *http.Request) {
 }
 
 // QueueView is GET /queue's answer: the seed's shapes, the lease, and the
-// deliveries not yet applied (pending) or given up on (failed).
+// deliveries not yet applied (pending) or given up on (failed). Each queue
+// entry carries, beside the seed's fields, its base branch (baseRef: one
+// queue per base) and what it waits for (gateReason: for a blocked entry,
+// what the operator must change).
 type QueueView struct {
-	Queue      []leasedo.Entry       `json:"queue"`
+	Queue      []leasedo.Item        `json:"queue"`
 	Events     []leasedo.LoggedEvent `json:"events"`
 	Audit      []leasedo.AuditEntry  `json:"audit"`
 	Lease      leasedo.LeaseState    `json:"lease"`
@@ -268,7 +271,7 @@ type DeliveryView struct {
 func LoadQueueView(ctx context.Context, s *leasedo.Store, k leasedo.Key) (QueueView, error) {
 	var v QueueView
 	var err error
-	if v.Queue, err = s.Queue(ctx, k); err != nil {
+	if v.Queue, err = s.Items(ctx, k); err != nil {
 		return v, err
 	}
 	if v.Events, err = s.Events(ctx, k); err != nil {

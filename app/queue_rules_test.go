@@ -24,18 +24,6 @@ func (h *harness) cronPass() leasedo.ReconcileAnswer {
 	return ans
 }
 
-// lastCheckRun is the last write of mergegate's check run on sha.
-func (h *harness) lastCheckRun(sha string) fakegithub.CheckRunWrite {
-	h.t.Helper()
-	var last fakegithub.CheckRunWrite
-	for _, cr := range h.gh.CheckRuns() {
-		if cr.HeadSHA == sha && cr.Name == "mergegate" {
-			last = cr
-		}
-	}
-	return last
-}
-
 // Point 5: a required check that never concludes bounces the head after
 // --check-timeout (default 1 h), with a sentence naming the checks that
 // never finished; the cron's pass is what notices.

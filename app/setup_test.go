@@ -169,7 +169,7 @@ func TestSetupManifestFlowSwitchesToTheAppWithoutRestart(t *testing.T) {
 				t.Fatalf("manifest URLs: hook %v, redirect %v", hook["url"], manifest["redirect_url"])
 			}
 			wantPerms := map[string]any{"pull_requests": "write", "issues": "write", "checks": "write", "statuses": "read",
-				"contents": "write", "administration": "read", "metadata": "read"}
+				"contents": "write", "workflows": "write", "administration": "read", "metadata": "read"}
 			if got := manifest["default_permissions"].(map[string]any); !mapsEqual(got, wantPerms) {
 				t.Fatalf("permissions = %v, want %v", got, wantPerms)
 			}

@@ -238,7 +238,7 @@ func (s *Syncer) advance(ctx context.Context, l *leasedo.Lease, it leasedo.Item,
 // update (refused): the guarded merge is GitHub's own check of the rest,
 // and a lifecycle costs one read less.
 func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head bool) (rules.Facts, error) {
-	f := rules.Facts{Entry: it, Head: head, Now: s.clock.Now()}
+	f := rules.Facts{Entry: it, Head: head, Now: s.clock.Now(), Retries: s.retryCount(k, it.PRNumber)}
 	var err error
 	if f.Rules, err = s.rulesOf(ctx, k, it.BaseRef); err != nil {
 		return f, err
@@ -403,13 +403,17 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 }
 
 func (s *Syncer) merged(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
-	summary := fmt.Sprintf("Merged at %s with %s, the commit whose checks passed.", rules.Short(it.PRSha), a.Method)
-	switch note := a.MethodNote; {
-	case strings.HasPrefix(note, a.Method+","):
-		summary = fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s.", rules.Short(it.PRSha), note)
-	case note != "":
-		summary = fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s, %s.", rules.Short(it.PRSha), a.Method, note)
+	// One sentence that names the method once: "with squash", "with
+	// squash, not merge (--merge-method): ...", "with rebase (the method
+	// chosen with auto-merge)".
+	with := a.Method
+	switch {
+	case strings.HasPrefix(a.MethodNote, a.Method+","):
+		with = a.MethodNote
+	case a.MethodNote != "":
+		with = a.Method + " (" + a.MethodNote + ")"
 	}
+	summary := fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s.", rules.Short(it.PRSha), with)
 	if err := s.store.MarkMerged(ctx, l, it.PRNumber, it.PRSha, a.Method,
 		leasedo.CheckRunEnd{Conclusion: "success", Title: "Merged", Summary: summary}); err != nil {
 		return err
@@ -541,6 +545,12 @@ func (s *Syncer) nextRetry(k leasedo.Key, pr int) time.Duration {
 	s.retries[key] = n + 1
 	d := s.cfg.RetryBase << min(n, 8)
 	return min(d, maxRetryWait)
+}
+
+func (s *Syncer) retryCount(k leasedo.Key, pr int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retries[k.String()+"#"+strconv.Itoa(pr)]
 }
 
 func (s *Syncer) resetRetry(k leasedo.Key, pr int) {

@@ -45,8 +45,16 @@ type Facts struct {
 	// Refusal is GitHub's answer to the merge or branch update just tried
 	// (the PR was read again after it).
 	Refusal *Refusal
+	// Retries is how many short pauses in a row this entry has had
+	// (waits with Retry): a refusal GitHub keeps giving for no reason it
+	// reports is the author's after MaxRetries.
+	Retries int
 	Now     time.Time
 }
+
+// MaxRetries is how many times in a row a merge GitHub refuses as "not
+// mergeable", while it reports the pull request mergeable, is tried again.
+const MaxRetries = 5
 
 // Refusal is GitHub's refusal of a merge or an update of the branch.
 type Refusal struct {
@@ -289,7 +297,20 @@ func decideRefusal(f Facts, p Policy) Action {
 		return Action{Kind: Block, Problem: "workflows", Reason: "it changes files under .github/workflows, which GitHub lets an App merge or update only with the workflows permission: " +
 			"give the App \"Workflows: read and write\" and accept the new permission on the installation"}
 	case forge.RefusedConflict:
-		return bounce(Bounced{Kind: BounceConflict, Base: base})
+		// "Pull Request is not mergeable" is GitHub's answer to a merge for
+		// conflicts, for a head behind a strict base and while it
+		// computes: what the pull request reports now says which. On an
+		// update of the branch it is a conflict.
+		if r.Op == "update-branch" {
+			return bounce(Bounced{Kind: BounceConflict, Base: base})
+		}
+		if a := decideHead(f, p); a.Kind != Merge {
+			return a
+		}
+		if f.Retries < MaxRetries {
+			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: fmt.Sprintf(
+				"GitHub refused the merge (%s) but reports no conflict; trying again", quote(msg))}
+		}
 	case forge.RefusedDraft:
 		return Action{Kind: Leave, Reason: "no longer eligible: pull request is a draft"}
 	case forge.RefusedClosed:

@@ -195,6 +195,13 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, MsgNotMergeable)
 	case body.SHA != "" && body.SHA != pr.HeadSHA:
 		writeError(w, http.StatusConflict, MsgHeadModified)
+	case pr.unknownReads > 0:
+		// GitHub has not worked out the PR's mergeability since its base
+		// moved: the merge is refused as if the base had just moved
+		// (cli/cli#12748, kubernetes/contrib#141), and GitHub gets on
+		// with the computation meanwhile.
+		pr.unknownReads--
+		writeError(w, http.StatusMethodNotAllowed, MsgBaseModified)
 	case pr.Draft:
 		writeError(w, http.StatusMethodNotAllowed, MsgDraft)
 	case rules.mergeQueue:
@@ -208,7 +215,10 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 	case pr.Unmergeable:
 		writeError(w, http.StatusMethodNotAllowed, MsgNotMergeable)
 	case pr.Behind && strict:
-		writeError(w, http.StatusMethodNotAllowed, MsgBehind)
+		// GitHub's answer for a head behind a strict base is its generic
+		// "not mergeable" (googleapis/repo-automation-bots#304): only the
+		// PR's mergeable_state says "behind".
+		writeError(w, http.StatusMethodNotAllowed, MsgNotMergeable)
 	case rp.reviewProblem(pr) != "":
 		writeError(w, http.StatusMethodNotAllowed, rp.reviewProblem(pr))
 	case rp.requiredProblem(pr) != "":

@@ -26,9 +26,9 @@ const (
 	MsgRebaseNotAllowed       = "Rebase merges are not allowed on this repository."
 	// 405 on a merge commit into a branch that requires linear history.
 	MsgLinearHistory = "This branch must not contain merge commits."
-	// 405 on merge when a strict required-checks branch has moved on.
-	// Not confirmed from a quoted GitHub answer; kept from the fake's
-	// first version.
+	// MsgBehind is what GitHub's merge box says of a head behind a strict
+	// base. The merge API answers MsgNotMergeable then (see mergePull);
+	// mergegate still sorts this text as behind should GitHub send it.
 	MsgBehind = "Head branch is not up to date with the base branch"
 	// 405 on merge while reviews are missing: GitHub's merge box sentence
 	// ("At least 2 approving reviews are required by reviewers with write
