@@ -24,8 +24,11 @@ type Bounced struct {
 	// (merge_refused, update_refused; "" when GitHub gave none).
 	Detail string
 	Base   string        // conflict, update_refused
-	Checks []string      // check_timeout: the checks that never concluded
+	Checks []string      // check_timeout: the checks that never concluded (none: nothing reported)
 	After  time.Duration // check_timeout
+	// Unrequired (check_timeout): the base requires no checks, so these are
+	// the checks and Apps that reported on the head.
+	Unrequired bool
 }
 
 // Because is the clause after "because": what went wrong, in the author's
@@ -36,11 +39,17 @@ func (b Bounced) Because() string {
 	case BounceGateFailure:
 		return "its " + detail
 	case BounceCheckTimeout:
-		noun := "check"
-		if len(b.Checks) > 1 {
-			noun = "checks"
+		if len(b.Checks) == 0 {
+			return fmt.Sprintf("no check reported on it within %s", duration(b.After))
 		}
-		return fmt.Sprintf("its required %s %s did not finish within %s", noun, quoteList(b.Checks), duration(b.After))
+		noun := "required check"
+		if b.Unrequired {
+			noun = "check"
+		}
+		if len(b.Checks) > 1 {
+			noun += "s"
+		}
+		return fmt.Sprintf("its %s %s did not finish within %s", noun, quoteList(b.Checks), duration(b.After))
 	case BounceConflict:
 		return "it has conflicts with " + b.Base + " that must be resolved on its branch"
 	case BounceUpdateRefused:

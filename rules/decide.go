@@ -155,7 +155,8 @@ func Decide(f Facts, p Policy) Action {
 	case forge.GateSuccess:
 	default:
 		if timedOut(f, p) {
-			return bounce(Bounced{Kind: BounceCheckTimeout, Checks: f.Gate.Waiting, After: p.CheckTimeout})
+			return bounce(Bounced{Kind: BounceCheckTimeout, Checks: f.Gate.Waiting, After: p.CheckTimeout,
+				Unrequired: !f.Rules.Configured || len(f.Rules.Contexts) == 0})
 		}
 		reason := f.Gate.Reason
 		if reason == "" {
@@ -172,10 +173,11 @@ func Decide(f Facts, p Policy) Action {
 	return decideHead(f, p)
 }
 
-// timedOut: required checks that have not concluded CheckTimeout after the
-// head joined (or was pushed).
+// timedOut: checks that have not concluded (or none that reported at all)
+// CheckTimeout after the head joined (or was pushed): the head never waits
+// forever.
 func timedOut(f Facts, p Policy) bool {
-	if p.CheckTimeout <= 0 || f.Entry.HeadAt <= 0 || len(f.Gate.Waiting) == 0 {
+	if p.CheckTimeout <= 0 || f.Entry.HeadAt <= 0 {
 		return false
 	}
 	return f.Now.Sub(time.UnixMilli(f.Entry.HeadAt)) >= p.CheckTimeout
@@ -291,10 +293,18 @@ func decideRefusal(f Facts, p Policy) Action {
 		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
 			"the base branch %s uses GitHub's merge queue (%s): remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, quote(msg), base, base)}
 	case forge.RefusedNotAuthorized:
+		branch := base
+		if r.Op == "update-branch" {
+			branch = "the pull request's branch"
+		}
 		return Action{Kind: Block, Problem: "not_authorized", Reason: fmt.Sprintf(
-			"mergegate may not push to %s (%s): let the App push to it (the branch's push restrictions, or the ruleset's bypass list)", base, quote(msg))}
+			"mergegate may not push to %s (%s): let the App push to it (the branch's push restrictions, or the ruleset's bypass list)", branch, quote(msg))}
 	case forge.RefusedWorkflows:
-		return Action{Kind: Block, Problem: "workflows", Reason: "it changes files under .github/workflows, which GitHub lets an App merge or update only with the workflows permission: " +
+		what := "it changes files under .github/workflows"
+		if r.Op == "update-branch" {
+			what = "updating its branch from " + base + " would change files under .github/workflows"
+		}
+		return Action{Kind: Block, Problem: "workflows", Reason: what + ", which GitHub lets an App merge or update only with the workflows permission: " +
 			"give the App \"Workflows: read and write\" and accept the new permission on the installation"}
 	case forge.RefusedConflict:
 		// "Pull Request is not mergeable" is GitHub's answer to a merge for

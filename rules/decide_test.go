@@ -281,9 +281,14 @@ func TestDecide(t *testing.T) {
 		{"entry without a head time never times out",
 			given(checksPending(`waiting for required check "e2e"`, "e2e"), after(48*time.Hour), func(s *situation) { s.f.Entry.HeadAt = 0 }),
 			waitChecks(`waiting for required check "e2e"`)},
-		{"no check reported at all has nothing to name and keeps waiting",
-			given(checksPending("no checks reported yet"), after(48*time.Hour)),
+		{"no check reported at all still waits inside the timeout",
+			given(checksPending("no checks reported yet"), after(59*time.Minute)),
 			waitChecks("no checks reported yet")},
+		// The head never waits forever, not even on a repository where no
+		// check ever reports.
+		{"no check reported at all bounces after the timeout",
+			given(checksPending("no checks reported yet"), after(48*time.Hour)),
+			bounce("check_timeout", rules.Bounced{Kind: rules.BounceCheckTimeout, After: time.Hour})},
 
 		// 3. Behind the head, checks passed: wait its turn.
 		{"entry behind the head waits with gate passed",
@@ -486,7 +491,7 @@ func TestDecide(t *testing.T) {
 				`give the App "Workflows: read and write" and accept the new permission on the installation`)},
 		{"workflows 403 on update-branch blocks too",
 			given(refused(forge.RefusedWorkflows, "update-branch", "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission")),
-			block("workflows", "it changes files under .github/workflows, which GitHub lets an App merge or update only with the workflows permission: "+
+			block("workflows", "updating its branch from main would change files under .github/workflows, which GitHub lets an App merge or update only with the workflows permission: "+
 				`give the App "Workflows: read and write" and accept the new permission on the installation`)},
 		// GitHub's "not mergeable" says no more than that: the PR read
 		// again says why.
