@@ -144,6 +144,17 @@ func (e *Engine) Kick(k leasedo.Key) {
 	}
 }
 
+// kickIdle starts a worker for k unless one runs: a running worker has a
+// wake-up or a retry of its own, and a sweep must not cut its pause short.
+func (e *Engine) kickIdle(k leasedo.Key) {
+	e.mu.Lock()
+	running := e.workers[k] != nil
+	e.mu.Unlock()
+	if !running {
+		e.Kick(k)
+	}
+}
+
 // Busy counts repositories with work under way or due: a pass running, a
 // wake-up pending or a retry scheduled. Tests and replay wait for 0.
 func (e *Engine) Busy() int {
@@ -209,11 +220,16 @@ func (e *Engine) removeWorker(w *worker) {
 	e.mu.Unlock()
 }
 
-// housekeeping prunes processed deliveries and sweeps for pending ones whose
-// backoff ended, so that nothing waits on a wake-up that never comes.
+// sweepEvery is how often housekeeping looks for repositories with work no
+// worker has: pending deliveries whose backoff ended, and what a process
+// beside the server (mergegate reconcile on the database) left to do.
+const sweepEvery = 5 * time.Second
+
+// housekeeping prunes processed deliveries and sweeps for due work, so that
+// nothing waits on a wake-up that never comes.
 func (e *Engine) housekeeping() {
 	defer e.wg.Done()
-	sweep := time.NewTicker(30 * time.Second)
+	sweep := time.NewTicker(sweepEvery)
 	defer sweep.Stop()
 	prune := time.NewTicker(e.cfg.PruneEvery)
 	defer prune.Stop()
@@ -222,13 +238,13 @@ func (e *Engine) housekeeping() {
 		case <-e.ctx.Done():
 			return
 		case <-sweep.C:
-			keys, err := e.store.PendingKeys(e.ctx)
+			keys, err := e.store.DueKeys(e.ctx)
 			if err != nil {
-				e.log.Error().Err(err).Msg("sweep pending deliveries")
+				e.log.Error().Err(err).Msg("sweep for due work")
 				continue
 			}
 			for _, k := range keys {
-				e.Kick(k)
+				e.kickIdle(k)
 			}
 		case <-prune.C:
 			e.Prune(e.ctx)

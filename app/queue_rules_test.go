@@ -263,3 +263,24 @@ func (h *harness) prPayloadBase(action string, n int, sha, base string, labels .
 	}
 	return b
 }
+
+// Issue 18, point 8: a repair made beside the running server (here: an
+// entry joined through a second handle on the database, as `mergegate
+// reconcile` without a server does) is acted on within seconds: the
+// server's sweep finds work no worker has.
+func TestServerActsOnARepairMadeBesideIt(t *testing.T) {
+	h := newHarness(t)
+	h.gh.AddPR(testRepo, fakegithub.PR{Number: 7, HeadSHA: shaA, BaseRef: testBase, Labels: []string{"automerge"}})
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
+	db, err := leasedo.Open(t.Context(), h.cfg.DB, leasedo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	beside := leasedo.NewStore(db, leasedo.Config{Clock: h.clock})
+	if _, err := beside.ProcessEvent(t.Context(), leasedo.Event{EventType: "reconcile", Action: "join", Op: leasedo.OpJoin,
+		Tenant: testTenant, Repo: testRepo, PRNumber: 7, Details: &leasedo.Details{Sha: shaA, Base: testBase}}, "reconcile"); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the merge of the entry the server did not schedule", func() bool { return len(h.merges()) == 1 })
+}

@@ -207,10 +207,30 @@ func (s *Store) deliveries(ctx context.Context, withBody bool, where string, arg
 
 const pendingKeysSQL = `SELECT DISTINCT tenant, repo FROM deliveries WHERE state = 'pending'`
 
+// dueKeysSQL: pending deliveries, entries to be read (queued) or whose
+// checks passed while nobody looked at them as the head (gate_passed, no
+// reason yet), and check runs to end. Each part is small: the deliveries'
+// part uses its partial index, the queue and the outbox hold few rows.
+const dueKeysSQL = pendingKeysSQL + `
+	UNION SELECT tenant, repo FROM queue WHERE status = 'queued' OR (status = 'gate_passed' AND gate_reason = '')
+	UNION SELECT tenant, repo FROM check_outbox`
+
 // PendingKeys lists every (tenant, repo) with pending deliveries: what a
 // restart must resume.
 func (s *Store) PendingKeys(ctx context.Context) ([]Key, error) {
-	rows, err := s.db.r.QueryContext(ctx, pendingKeysSQL)
+	return s.keys(ctx, pendingKeysSQL)
+}
+
+// DueKeys lists every (tenant, repo) with work a sync has to do: pending
+// deliveries, entries to be read or merged, check runs to end. A repair
+// made beside the server (mergegate reconcile on the database) shows up
+// here, and the server's sweep picks it up.
+func (s *Store) DueKeys(ctx context.Context) ([]Key, error) {
+	return s.keys(ctx, dueKeysSQL)
+}
+
+func (s *Store) keys(ctx context.Context, query string) ([]Key, error) {
+	rows, err := s.db.r.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("list pending deliveries: %w", err)
 	}
