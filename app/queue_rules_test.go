@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -283,4 +284,35 @@ func TestServerActsOnARepairMadeBesideIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.eventually("the merge of the entry the server did not schedule", func() bool { return len(h.merges()) == 1 })
+}
+
+// Issue 18, point 3: a gate result posted to POST /event (or carried by a
+// payload) only starts a reading; the merge waits for the checks as
+// mergegate reads them from GitHub.
+func TestPostedGateResultNeverMergesARunningCheck(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.label(7, shaA)
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "in_progress", "")
+	body := `{"eventType":"check_run","tenant":"1","repo":"Codertocat/Hello-World","action":"completed","prNumber":7,` +
+		`"details":{"sha":"` + shaA + `","gateResult":"success"}}`
+	h.settle()
+	// 409 is the seed's answer while a worker holds the lease: try again.
+	h.eventually("POST /event answered 200", func() bool {
+		resp, err := http.Post(h.admin+"/event", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	h.settle()
+	if len(h.merges()) != 0 {
+		t.Fatalf("merged on a posted gate result while the check ran: %+v", h.merges())
+	}
+	if q := h.queue(); len(q) != 1 || q[0].Status != leasedo.StatusEvaluating || q[0].GateResult != "" {
+		t.Fatalf("queue = %+v, want it evaluating, nothing passed", q)
+	}
+	h.pass(shaA)
+	h.eventually("the merge once GitHub says the check passed", func() bool { return len(h.merges()) == 1 })
 }
