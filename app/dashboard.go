@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -266,7 +267,7 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 	for _, it := range items {
 		positions[it.BaseRef]++
 		q := QueueItemView{Item: it, Position: positions[it.BaseRef], URL: d.prURL(k, it.PRNumber), BaseText: orDash(it.BaseRef),
-			CommitURL: d.web + "/" + k.Repo + "/commit/" + it.PRSha, ShortSha: shortSha(it.PRSha),
+			CommitURL: d.web + "/" + k.Repo + "/commit/" + it.PRSha, ShortSha: forge.ShortSHA(it.PRSha),
 			QueuedText: timeText(msTime(it.QueuedAt)), StatusText: strings.ReplaceAll(it.Status, "_", " ")}
 		waited := now.Sub(msTime(it.QueuedAt))
 		q.WaitingMS, q.Waiting = max(waited.Milliseconds(), 0), since(waited)
@@ -309,7 +310,7 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 	for _, a := range audit {
 		at := msTime(a.TS)
 		v.Audit = append(v.Audit, AuditView{AuditEntry: a, URL: d.prURL(k, a.PRNumber), Ago: since(now.Sub(at)),
-			TimeText: timeText(at), ShortSha: shortSha(a.PRSha)})
+			TimeText: timeText(at), ShortSha: forge.ShortSHA(a.PRSha)})
 	}
 	v.More = !full
 	if !full {

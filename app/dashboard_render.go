@@ -63,10 +63,3 @@ func since(d time.Duration) string {
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 func timeText(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") }
-
-func shortSha(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}

@@ -39,7 +39,7 @@ type MergeError struct {
 }
 
 func (e *MergeError) Error() string {
-	return fmt.Sprintf("github %s %s#%d at %s: %d %s", e.Op, e.Repo, e.Number, shortSHA(e.SHA), e.Status, e.Message)
+	return fmt.Sprintf("github %s %s#%d at %s: %d %s", e.Op, e.Repo, e.Number, ShortSHA(e.SHA), e.Status, e.Message)
 }
 
 // IsNotMergeable reports whether err is GitHub's 405 answer to a merge:
@@ -239,9 +239,11 @@ func (c call) fromStatus(status int, msg string, err error, mergeLike bool) erro
 	}
 }
 
-func shortSHA(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
+// ShortSHA is a commit sha as GitHub shows it to people: its first 7
+// characters. Every log line, message and page of mergegate uses it.
+func ShortSHA(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
 	}
 	return sha
 }

@@ -120,8 +120,8 @@ func (r *Reconciler) syncQueued(ctx context.Context, l *leasedo.Lease, items []l
 			err = r.store.Leave(ctx, l, it.PRNumber, "resync: no longer eligible: "+why)
 			fix = leasedo.Fix{Fix: FixLeft, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: "no longer eligible: " + why}
 		case moved:
-			_, err = r.store.Reevaluate(ctx, l, it.PRNumber, pr.HeadSHA, pr.BaseRef, "resync: head moved from "+rules.Short(it.PRSha))
-			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: pr.HeadSHA, Detail: "head moved from " + rules.Short(it.PRSha)}
+			_, err = r.store.Reevaluate(ctx, l, it.PRNumber, pr.HeadSHA, pr.BaseRef, "resync: head moved from "+forge.ShortSHA(it.PRSha))
+			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: pr.HeadSHA, Detail: "head moved from " + forge.ShortSHA(it.PRSha)}
 		case rebased:
 			_, err = r.store.Reevaluate(ctx, l, it.PRNumber, it.PRSha, pr.BaseRef, "resync: base changed from "+it.BaseRef)
 			fix = leasedo.Fix{Fix: FixReevaluated, PRNumber: it.PRNumber, PRSha: it.PRSha, Detail: fmt.Sprintf("base changed from %s to %s", it.BaseRef, pr.BaseRef)}

@@ -413,7 +413,7 @@ func (s *Syncer) merged(ctx context.Context, l *leasedo.Lease, it leasedo.Item, 
 	case a.MethodNote != "":
 		with = a.Method + " (" + a.MethodNote + ")"
 	}
-	summary := fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s.", rules.Short(it.PRSha), with)
+	summary := fmt.Sprintf("Merged at %s, the commit whose checks passed, with %s.", forge.ShortSHA(it.PRSha), with)
 	if err := s.store.MarkMerged(ctx, l, it.PRNumber, it.PRSha, a.Method,
 		leasedo.CheckRunEnd{Conclusion: "success", Title: "Merged", Summary: summary}); err != nil {
 		return err

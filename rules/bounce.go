@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mergegate/mergegate/forge"
 )
 
 // BounceKind is why a pull request was taken out of the queue.
@@ -98,15 +100,7 @@ func BounceMessage(b Bounced, sha, triggerLabel string) string {
 		again = fmt.Sprintf("add the `%s` label again", triggerLabel)
 	}
 	return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. Once that is fixed, %s.",
-		Short(sha), b.Because(), again)
-}
-
-// Short is a sha as people read it: its first 7 characters.
-func Short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
+		forge.ShortSHA(sha), b.Because(), again)
 }
 
 // quoteList: "a", "a" and "b", "a", "b" and "c".

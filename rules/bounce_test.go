@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/rules"
 )
 
@@ -186,7 +187,7 @@ func TestShort(t *testing.T) {
 		"abc":      "abc",
 		"":         "",
 	} {
-		if got := rules.Short(sha); got != want {
+		if got := forge.ShortSHA(sha); got != want {
 			t.Errorf("Short(%q) = %q, want %q", sha, got, want)
 		}
 	}

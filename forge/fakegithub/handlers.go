@@ -195,7 +195,7 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, MsgNotMergeable)
 	case body.SHA != "" && body.SHA != pr.HeadSHA:
 		writeError(w, http.StatusConflict, MsgHeadModified)
-	case pr.unknownReads > 0:
+	case pr.unknownReads > 0 && pr.Behind:
 		// GitHub has not worked out the PR's mergeability since its base
 		// moved: the merge is refused as if the base had just moved
 		// (cli/cli#12748, kubernetes/contrib#141), and GitHub gets on

@@ -333,7 +333,7 @@ func TestMergeAndUpdateBranchSemantics(t *testing.T) {
 		t.Errorf("PR 2 after PR 1 merged: %s, want behind", got)
 	}
 	st, _, v = c.do("PUT", "repos/o/r/pulls/2/merge", "token "+c.token, map[string]string{"sha": "b"}, nil)
-	if st != 405 || v.(map[string]any)["message"] != "Head branch is not up to date with the base branch" {
+	if st != 405 || v.(map[string]any)["message"] != fakegithub.MsgNotMergeable {
 		t.Errorf("merge behind: %d %v", st, v)
 	}
 	st, _, _ = c.do("PUT", "repos/o/r/pulls/2/update-branch", "token "+c.token, map[string]string{"expected_head_sha": "b"}, nil)
