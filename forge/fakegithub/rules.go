@@ -91,18 +91,21 @@ func (s *Server) SetRequired(fullName, branch string, contexts []string, strict 
 // run satisfies it. The context is added to the required checks if
 // missing.
 func (s *Server) SetRequiredApp(fullName, branch, context string, appID int64) {
-	s.protect(fullName, branch, func(b *branchRules) {
-		if b.checks == nil {
-			b.checks = &statusChecks{}
-		}
-		if !slices.Contains(b.checks.contexts, context) {
-			b.checks.contexts = append(b.checks.contexts, context)
-		}
-		if b.checks.appIDs == nil {
-			b.checks.appIDs = map[string]int64{}
-		}
-		b.checks.appIDs[context] = appID
-	})
+	s.protect(fullName, branch, func(b *branchRules) { b.bindApp(context, appID) })
+}
+
+// bindApp requires context from the App appID only (adding it if missing).
+func (b *branchRules) bindApp(context string, appID int64) {
+	if b.checks == nil {
+		b.checks = &statusChecks{}
+	}
+	if !slices.Contains(b.checks.contexts, context) {
+		b.checks.contexts = append(b.checks.contexts, context)
+	}
+	if b.checks.appIDs == nil {
+		b.checks.appIDs = map[string]int64{}
+	}
+	b.checks.appIDs[context] = appID
 }
 
 // SetRequiredReviews makes branch's protection require count approving
@@ -151,18 +154,7 @@ func (s *Server) SetRulesetRequired(fullName, branch string, contexts []string, 
 // SetRulesetRequiredApp binds a required check of branch's ruleset to an
 // App (the rule's integration_id).
 func (s *Server) SetRulesetRequiredApp(fullName, branch, context string, appID int64) {
-	s.ruleset(fullName, branch, func(b *branchRules) {
-		if b.checks == nil {
-			b.checks = &statusChecks{}
-		}
-		if !slices.Contains(b.checks.contexts, context) {
-			b.checks.contexts = append(b.checks.contexts, context)
-		}
-		if b.checks.appIDs == nil {
-			b.checks.appIDs = map[string]int64{}
-		}
-		b.checks.appIDs[context] = appID
-	})
+	s.ruleset(fullName, branch, func(b *branchRules) { b.bindApp(context, appID) })
 }
 
 // SetRulesetReviews sets the pull_request rule of branch's ruleset
