@@ -319,11 +319,13 @@ func (a *admin) retry(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int64{"retried": n})
 }
 
-// DeliveryStats is GET /deliveries/stats: how far processing is, cheaply
-// (one count of the unapplied deliveries, two counters, the RSS). A
-// /metrics scrape answers the same and much more (every repository's
-// queue and lease, Go's runtime); this is for polling often, as the load
-// tool does while it sends, without weighing on what it measures.
+// DeliveryStats is GET /deliveries/stats: whether mergegate has caught up
+// with what GitHub sent, for the whole install, cheaply (one count of the
+// unapplied deliveries, two counters, the RSS). It is what an operator, a
+// deploy script or a probe polls after a restart, an outage or a
+// redelivery sweep; GET /queue answers per repository, and a /metrics
+// scrape reads every repository's queue and lease to answer it. The load
+// tool polls it too while it sends, so as not to weigh on what it measures.
 type DeliveryStats struct {
 	Pending           int   `json:"pending"`           // stored, not applied yet
 	Failed            int   `json:"failed"`            // kept failed (POST /deliveries/retry)

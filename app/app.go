@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -45,6 +46,12 @@ type Config struct {
 	// RedeliverBudget is the most redeliveries the sweep asks GitHub for
 	// in one cron pass (redeliver.go); 0 turns the sweep off.
 	RedeliverBudget int
+
+	// RetryBase is the sync's first pause before it reads again what GitHub
+	// is still settling (mergeability, a branch update); it doubles up to
+	// 30 s. 0: the sync's default, 1 s. Offline replay, whose fake GitHub
+	// settles at once, sets it short.
+	RetryBase time.Duration
 
 	// The listeners' timeouts; zero: publicTimeouts and adminTimeouts.
 	publicTimeouts, adminTimeouts listenerTimeouts
@@ -129,6 +136,10 @@ type App struct {
 	publicLn, adminLn net.Listener
 	closeOnce         sync.Once
 
+	// resyncs counts the resyncs of newly tracked repositories under way
+	// (see wire's OnTracked): work that Busy reports beside the engine's.
+	resyncs atomic.Int64
+
 	// The set-up flow (setup.go) replaces Forge, Engine, Reconciler and
 	// Cron at run time, under mu; the listeners serve through swappable
 	// handlers so the new ones take over without a restart.
@@ -198,7 +209,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	var syncer *reconcile.Syncer
 	if fc != nil {
 		syncer = reconcile.NewSyncer(reconcile.SyncConfig{
-			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics,
+			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics, RetryBase: cfg.RetryBase,
 			Policy: rules.Policy{Triggers: opts, MergeMethod: cfg.MergeMethod, CheckTimeout: timeout},
 		})
 	}
@@ -212,7 +223,9 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics, Retention: cfg.Retention,
 		OnTracked: func(keys []leasedo.Key) {
 			for _, k := range keys {
+				a.resyncs.Add(1)
 				go func() {
+					defer a.resyncs.Add(-1)
 					if _, err := rec.Pass(context.Background(), k); err != nil && !leasedo.IsLocked(err) {
 						log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("resync of a newly tracked repository")
 					}
@@ -297,6 +310,28 @@ func (a *App) adminHandler(eng *Engine, rec *reconcile.Reconciler) http.Handler 
 		Store: a.Store, Engine: eng, Reconciler: rec, Token: a.cfg.AdminToken,
 		Metrics: a.Metrics, Logger: a.log, Dashboard: a.dashboard(), Addr: a.cfg.AdminAddr,
 	})
+}
+
+// StartEngine starts the engine alone: no listener, no cron. Deliveries
+// are handed to PublicHandler in-process and applied as `serve` applies
+// them, and nothing runs on a timer of the App's own (offline replay).
+// Shutdown stops it.
+func (a *App) StartEngine() error {
+	a.mu.Lock()
+	a.started = true
+	eng := a.Engine
+	a.mu.Unlock()
+	return eng.Start()
+}
+
+// Busy is the work under way: engine workers with a pass running or a
+// wake-up pending, and resyncs of newly tracked repositories. 0 with no
+// delivery pending means the App has finished with what it was given.
+func (a *App) Busy() int {
+	a.mu.Lock()
+	eng := a.Engine
+	a.mu.Unlock()
+	return eng.Busy() + int(a.resyncs.Load())
 }
 
 // Start listens on both addresses and starts the engine and the cron.

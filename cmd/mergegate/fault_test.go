@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/internal/loadgen"
 	"github.com/mergegate/mergegate/leasedo" // registers the "sqlite" driver too
 	"github.com/mergegate/mergegate/webhook"
 )
@@ -24,7 +25,7 @@ import (
 func longTests() bool { return os.Getenv("MERGEGATE_LONG_TESTS") == "1" }
 
 // kill -9 at random points of a load run (GitHub's payload examples, as
-// `mergegate bench` sends them, over several repositories), round after
+// the load tool cmd/mergegate-load sends them, over several repositories), round after
 // round on the same database: after each kill the database passes
 // integrity_check, and in the end every delivery that got a 202 is applied,
 // none twice. 3 rounds; 20 with MERGEGATE_LONG_TESTS=1.
@@ -34,7 +35,7 @@ func TestKill9AtRandomPointsLosesNothing(t *testing.T) {
 		rounds = 20
 	}
 	db := filepath.Join(t.TempDir(), "m.db")
-	gen, err := newDeliveryGen("", 6, 4, 5)
+	gen, err := loadgen.New("", 6, 4, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestKill9AtRandomPointsLosesNothing(t *testing.T) {
 					default:
 					}
 					i := next.Add(1) - 1
-					event, id, body := gen.delivery(0, i)
+					event, id, body := gen.Delivery(0, i)
 					req, _ := http.NewRequest(http.MethodPost, s.pub+"/webhook", bytes.NewReader(body))
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set(webhook.EventHeader, event)

@@ -37,7 +37,6 @@ Usage:
   mergegate reconcile --tenant T --repo R      run the cron's pass for one repository now (by the running server, if one answers)
   mergegate migrate [--db FILE]                apply database migrations and exit
   mergegate backup --db FILE --to COPY         copy the database (and credentials) while it runs
-  mergegate bench --rate N/s --repos N         load a mergegate on loopback, beside a bare handler
   mergegate version                            print version, commit and schema version
   mergegate help [COMMAND]                     this text, or a command's flags
 
@@ -66,8 +65,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = reconcileCmd(rest, stdout, stderr)
 	case "replay":
 		err = replayCmd(rest, stdout, stderr)
-	case "bench":
-		err = benchCmd(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return 0

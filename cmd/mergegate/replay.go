@@ -15,6 +15,7 @@ import (
 
 	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/replay"
 	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"
 )
@@ -59,7 +60,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	// Every setting is checked before any file is read.
 	var (
-		offline  *app.ReplayOptions
+		offline  *replay.Options
 		online   *sender
 		strict   = flags["strict"]
 		triggers = rules.Options{TriggerLabel: v["trigger-label"], AutoMergeTrigger: flags["auto-merge-trigger"]}
@@ -70,7 +71,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		default:
 			return usageError{fmt.Errorf("--merge-method %q: want merge, squash or rebase", v["merge-method"])}
 		}
-		offline = &app.ReplayOptions{Triggers: &triggers, MergeMethod: v["merge-method"], Warn: stderr, Strict: strict}
+		offline = &replay.Options{Triggers: &triggers, MergeMethod: v["merge-method"], Warn: stderr, Strict: strict}
 	} else {
 		secret, _, _ := strings.Cut(v["webhook-secret"], ",")
 		secret = strings.TrimSpace(secret)
@@ -87,7 +88,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		online = &sender{url: v["url"], secret: secret, delay: delay, client: &http.Client{Timeout: 30 * time.Second}}
 	}
 
-	in, skipped, err := app.LoadReplay(fs.Args(), strict)
+	in, skipped, err := replay.Load(fs.Args(), strict)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if offline != nil {
 		offline.Scenario, offline.Files = in.Scenario, in.Files
-		out, err := app.ReplayOffline(context.Background(), in.Deliveries, *offline)
+		out, err := replay.Offline(context.Background(), in.Deliveries, *offline)
 		if err != nil {
 			return err
 		}
@@ -119,7 +120,7 @@ type sender struct {
 // replay sends in's deliveries in order and prints each answer's status.
 // A delivery answered other than 2xx is refused: the run goes on, and ends
 // with an error. A delivery that gets no answer stops the run.
-func (s *sender) replay(in app.ReplayInput, skipped int, stdout io.Writer) error {
+func (s *sender) replay(in replay.Input, skipped int, stdout io.Writer) error {
 	refused := 0
 	for i, rec := range in.Deliveries {
 		if i > 0 && s.delay > 0 {

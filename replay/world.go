@@ -1,4 +1,4 @@
-package app
+package replay
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 )
@@ -95,7 +96,7 @@ type (
 // GitHub's word at the time they were sent; what mergegate itself did on
 // the fake (merges, branch updates, labels removed) stands until a later
 // payload says otherwise.
-func (w *world) apply(tenant string, rec Recorded, hookAppID int64) (err error) {
+func (w *world) apply(tenant string, rec app.Recorded, hookAppID int64) (err error) {
 	defer func() {
 		// The fake fails loudly on misuse; a replay reports it instead.
 		if r := recover(); r != nil {

@@ -3,462 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
 	"math/bits"
 	"net"
 	"net/http"
-	"net/url"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mergegate/mergegate/app"
-	"github.com/mergegate/mergegate/rules"
+	"github.com/mergegate/mergegate/internal/loadgen"
 	"github.com/mergegate/mergegate/webhook"
 )
-
-// mergegate bench: an open-loop load generator. It sends signed deliveries
-// built from GitHub's payload examples (pull_request labeled and synchronize,
-// check_suite completed; installation added, repository names varied) to a
-// running mergegate on loopback, and in the same run the same load to a bare
-// handler (HMAC check, 202) it starts in-process, and reports the two side by
-// side. It is bounded in count and time and stops by itself.
-
-const benchUsageText = `mergegate bench — load a running mergegate (loopback only) and compare it with a bare handler
-
-  mergegate serve --webhook-secret S --db /tmp/bench.db &      # no App credentials: gates wait
-  mergegate bench --webhook-secret S --rate 1000/s --repos 100 --duration 30s
-
-Open loop: with --rate, request i starts at start+i/rate whether or not the
-earlier ones were answered (at most --max-inflight at once; a start that had
-to wait for that cap, or that began more than 1 ms after its time, is counted
-late). --rate max sends as fast as --concurrency clients can. Processing is
-read from the admin listener's GET /deliveries/stats (the deliveries applied
-to queues; far cheaper than a /metrics scrape, which would weigh on what is
-measured). On a noisy machine, --rounds 6 --duration 5s alternates the bare
-handler and mergegate so that both meet the same spells.
-`
-
-type benchFlags struct {
-	url, adminURL, secret, adminToken string
-	rate                              float64 // 0: as fast as possible
-	concurrency, maxInflight          int
-	repos, prs                        int
-	tenant                            int64
-	duration, drain, poll             time.Duration
-	count, rounds                     int
-	payloads                          string
-	bare, target, asJSON              bool
-}
-
-// Hard bounds: the tool always stops by itself.
-const (
-	benchMaxDuration = 2 * time.Hour
-	benchMaxCount    = 20_000_000
-)
-
-func benchCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsageText, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	var f benchFlags
-	var rate string
-	fs.StringVar(&f.url, "url", envOr("MERGEGATE_BENCH_URL", "http://127.0.0.1:8080/webhook"), "mergegate's POST /webhook (loopback only) (env MERGEGATE_BENCH_URL)")
-	fs.StringVar(&f.adminURL, "admin-url", envOr("MERGEGATE_BENCH_ADMIN_URL", "http://127.0.0.1:8081"), "mergegate's admin listener, for GET /deliveries/stats; empty: do not measure processing (env MERGEGATE_BENCH_ADMIN_URL)")
-	fs.StringVar(&f.secret, "webhook-secret", os.Getenv("GITHUB_WEBHOOK_SECRET"), "secret to sign with (the first of a comma-separated list) (env GITHUB_WEBHOOK_SECRET)")
-	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("MERGEGATE_ADMIN_TOKEN"), "bearer token for the admin listener (env MERGEGATE_ADMIN_TOKEN)")
-	fs.StringVar(&rate, "rate", "1000/s", "deliveries per second, open loop (e.g. 1000 or 1000/s), or max: as fast as --concurrency clients can")
-	fs.IntVar(&f.concurrency, "concurrency", 32, "clients with --rate max")
-	fs.IntVar(&f.maxInflight, "max-inflight", 512, "requests in flight at most (open loop)")
-	fs.IntVar(&f.repos, "repos", 100, "repositories the deliveries are spread over")
-	fs.IntVar(&f.prs, "prs", 20, "open pull requests per repository (the queues stay this long)")
-	fs.Int64Var(&f.tenant, "tenant", 1, "installation id of the deliveries")
-	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to send, per target (at most 2h)")
-	fs.IntVar(&f.count, "count", 0, "deliveries per target; 0: as many as --duration allows (at most 20,000,000)")
-	fs.DurationVar(&f.drain, "drain", time.Minute, "after sending, how long to wait for processing to catch up")
-	fs.DurationVar(&f.poll, "poll", time.Second, "how often GET /deliveries/stats is read while sending")
-	fs.StringVar(&f.payloads, "payloads", "", "folder of GitHub's payload examples (default: testdata/github-webhooks found from here or the binary upwards)")
-	fs.BoolVar(&f.bare, "bare", true, "also run the same load against an in-process bare handler (HMAC check, 202) and report the ratio")
-	fs.BoolVar(&f.target, "target", true, "run against mergegate (false: the bare handler only)")
-	fs.IntVar(&f.rounds, "rounds", 1, "alternate the targets this many times, each for --duration (or --count): both meet the same spells of a noisy machine; figures are over all rounds, with each round's p99 ratio")
-	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
-	}
-	if err := f.check(rate); err != nil {
-		return usageError{err}
-	}
-	gen, err := newDeliveryGen(f.payloads, f.repos, f.prs, f.tenant)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
-	rep := benchReport{Rate: f.rate, Repos: f.repos, PRs: f.prs, Duration: f.duration.String(), Count: f.count,
-		Concurrency: f.concurrency, MaxInflight: f.maxInflight}
-	var m *statsPoller
-	if f.target && f.adminURL != "" {
-		m = &statsPoller{base: strings.TrimRight(f.adminURL, "/"), token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
-	}
-	// Each target's latencies over every round, besides each round's own.
-	var bareAll, targetAll latHist
-	for round := 0; round < f.rounds && ctx.Err() == nil; round++ {
-		var pair benchRound
-		if f.bare {
-			r, err := benchBare(ctx, f, gen, &bareAll)
-			if err != nil {
-				return err
-			}
-			rep.Bare = mergeTarget(rep.Bare, r, &bareAll)
-			pair.BareP99 = r.Latency.P99
-			printTarget(stderr, "bare", r)
-		}
-		if f.target && ctx.Err() == nil {
-			r, err := runLoad(ctx, f, gen, f.url, m, &targetAll)
-			if err != nil {
-				return err
-			}
-			rep.Mergegate = mergeTarget(rep.Mergegate, r, &targetAll)
-			pair.MergegateP99 = r.Latency.P99
-			printTarget(stderr, "mergegate", r)
-		}
-		if f.rounds > 1 && pair.BareP99 > 0 && pair.MergegateP99 > 0 {
-			pair.P99Ratio = pair.MergegateP99 / pair.BareP99
-			rep.Rounds = append(rep.Rounds, pair)
-		}
-	}
-	if rep.Bare != nil && rep.Mergegate != nil {
-		if rep.Bare.AckedPerSec > 0 {
-			rep.IngestRatio = rep.Mergegate.AckedPerSec / rep.Bare.AckedPerSec
-		}
-		if rep.Bare.Latency.P99 > 0 {
-			rep.P99Ratio = rep.Mergegate.Latency.P99 / rep.Bare.Latency.P99
-		}
-	}
-	if f.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	rep.print(stdout)
-	return nil
-}
-
-func envOr(k, def string) string {
-	if v, ok := os.LookupEnv(k); ok {
-		return v
-	}
-	return def
-}
-
-func (f *benchFlags) check(rate string) error {
-	r := strings.TrimSuffix(strings.TrimSpace(rate), "/s")
-	if r == "max" || r == "0" {
-		f.rate = 0
-	} else {
-		v, err := strconv.ParseFloat(r, 64)
-		if err != nil || v <= 0 || math.IsInf(v, 0) || v > 1e6 {
-			return fmt.Errorf("--rate %q: want deliveries per second (e.g. 1000/s) or max", rate)
-		}
-		f.rate = v
-	}
-	if f.secret == "" {
-		return errors.New("--webhook-secret (or GITHUB_WEBHOOK_SECRET) is required: deliveries must be signed")
-	}
-	f.secret, _, _ = strings.Cut(f.secret, ",")
-	switch {
-	case f.repos < 1 || f.repos > 1_000_000:
-		return fmt.Errorf("--repos %d: want 1 to 1,000,000", f.repos)
-	case f.prs < 1 || f.prs > 10_000:
-		return fmt.Errorf("--prs %d: want 1 to 10,000", f.prs)
-	case f.concurrency < 1 || f.concurrency > 4096:
-		return fmt.Errorf("--concurrency %d: want 1 to 4096", f.concurrency)
-	case f.maxInflight < 1 || f.maxInflight > 65536:
-		return fmt.Errorf("--max-inflight %d: want 1 to 65536", f.maxInflight)
-	case f.duration <= 0 || f.duration > benchMaxDuration:
-		return fmt.Errorf("--duration %s: want more than 0 and at most %s", f.duration, benchMaxDuration)
-	case f.rounds < 1 || f.rounds > 1000:
-		return fmt.Errorf("--rounds %d: want 1 to 1000", f.rounds)
-	case f.count < 0 || f.count > benchMaxCount:
-		return fmt.Errorf("--count %d: want 0 to %d", f.count, benchMaxCount)
-	case f.drain < 0 || f.drain > time.Hour:
-		return fmt.Errorf("--drain %s: want 0 to 1h", f.drain)
-	case f.poll < 10*time.Millisecond:
-		return fmt.Errorf("--poll %s: want at least 10ms", f.poll)
-	case !f.bare && !f.target:
-		return errors.New("--bare=false and --target=false: nothing to run")
-	}
-	if f.target {
-		if err := checkLoopbackURL(f.url); err != nil {
-			return fmt.Errorf("--url: %w", err)
-		}
-		if f.adminURL != "" {
-			if err := checkLoopbackURL(f.adminURL); err != nil {
-				return fmt.Errorf("--admin-url: %w", err)
-			}
-		}
-	}
-	return nil
-}
-
-// checkLoopbackURL refuses anything but http to a loopback address: the
-// tool is for a mergegate on this machine, never a shared one.
-func checkLoopbackURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" {
-		return fmt.Errorf("%q: want http://127.0.0.1:PORT/...", raw)
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("%q is not a loopback address: bench only loads a mergegate on this machine", raw)
-}
-
-// ---- deliveries ---------------------------------------------------------
-
-// deliveryGen builds delivery i of a run: repository i%repos; within a
-// repository its PRs take turns, each being labeled (join), then pushed to
-// (synchronize: reevaluate), then reported on (check_suite completed at the
-// new head: gate recorded), round after round, so the queues stay --prs long.
-type deliveryGen struct {
-	repos, prs int
-	tenant     string
-	run        string // unique per process: delivery ids never repeat across runs
-	tmpl       [3]template
-}
-
-var benchEvents = [3]string{"pull_request", "pull_request", "check_suite"}
-
-// template is a compact payload split at its placeholders.
-type template struct {
-	parts []tpart
-	size  int
-}
-
-type tpart struct {
-	lit []byte
-	v   byte // 0: literal; 'n' PR number, 't' tenant, 'r' repo name, 's' sha
-}
-
-const (
-	phNum    = "@@NUM@@"
-	phTenant = "@@TENANT@@"
-	phName   = "@@NAME@@"
-	phSHA    = "@@SHA@@"
-	benchOrg = "bench-org"
-)
-
-func newDeliveryGen(dir string, repos, prs int, tenant int64) (*deliveryGen, error) {
-	if dir == "" {
-		var err error
-		if dir, err = findPayloads(); err != nil {
-			return nil, err
-		}
-	}
-	var nonce [4]byte
-	rand.Read(nonce[:]) //nolint:errcheck // never fails
-	g := &deliveryGen{repos: repos, prs: prs, tenant: strconv.FormatInt(tenant, 10),
-		run: fmt.Sprintf("bench-%d-%s", time.Now().Unix(), hex.EncodeToString(nonce[:]))}
-	files := [3]string{"pull_request/labeled.with-organization.payload.json", "pull_request/synchronize.payload.json", "check_suite/completed.payload.json"}
-	for i, name := range files {
-		raw, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return nil, fmt.Errorf("payload examples: %w (set --payloads to testdata/github-webhooks)", err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("payload example %s: %w", name, err)
-		}
-		if err := placehold(m, i); err != nil {
-			return nil, fmt.Errorf("payload example %s: %w", name, err)
-		}
-		b, err := json.Marshal(m)
-		if err != nil {
-			return nil, err
-		}
-		g.tmpl[i] = split(b)
-	}
-	return g, nil
-}
-
-// findPayloads looks for testdata/github-webhooks from the working
-// directory and from the binary's directory upwards.
-func findPayloads() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	for _, s := range starts {
-		for d := s; ; d = filepath.Dir(d) {
-			p := filepath.Join(d, "testdata", "github-webhooks")
-			if st, err := os.Stat(filepath.Join(p, "pull_request")); err == nil && st.IsDir() {
-				return p, nil
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return "", errors.New("payload examples not found: run from the repository or set --payloads to testdata/github-webhooks")
-}
-
-func benchObj(m map[string]any, key string) (map[string]any, error) {
-	o, ok := m[key].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("no %q object", key)
-	}
-	return o, nil
-}
-
-// placehold puts the placeholders into one example: installation added,
-// repository renamed, PR number and head sha variable, PR eligible.
-func placehold(m map[string]any, kind int) error {
-	m["installation"] = map[string]any{"id": phTenant, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
-	repo, err := benchObj(m, "repository")
-	if err != nil {
-		return err
-	}
-	repo["full_name"] = benchOrg + "/" + phName
-	repo["name"] = phName
-	if owner, err := benchObj(repo, "owner"); err == nil {
-		owner["login"] = benchOrg
-	}
-	if kind == 2 {
-		cs, err := benchObj(m, "check_suite")
-		if err != nil {
-			return err
-		}
-		m["action"] = "completed"
-		cs["head_sha"] = phSHA
-		cs["status"], cs["conclusion"] = "completed", "success"
-		cs["pull_requests"] = []any{}
-		return nil
-	}
-	pr, err := benchObj(m, "pull_request")
-	if err != nil {
-		return err
-	}
-	m["number"], pr["number"] = phNum, phNum
-	pr["state"], pr["draft"], pr["auto_merge"] = "open", false, nil
-	pr["labels"] = []any{map[string]any{"name": rules.DefaultTriggerLabel}}
-	head, err := benchObj(pr, "head")
-	if err != nil {
-		return err
-	}
-	head["sha"] = phSHA
-	if kind == 0 {
-		m["action"] = "labeled"
-		m["label"] = map[string]any{"name": rules.DefaultTriggerLabel}
-	} else {
-		m["action"] = "synchronize"
-		m["after"] = phSHA
-	}
-	return nil
-}
-
-// split cuts a marshalled template at its placeholders. Numbers were
-// marshalled as strings: their quotes go with the placeholder.
-func split(b []byte) template {
-	var t template
-	marks := []struct {
-		s string
-		v byte
-	}{{`"` + phNum + `"`, 'n'}, {`"` + phTenant + `"`, 't'}, {phName, 'r'}, {phSHA, 's'}}
-	for len(b) > 0 {
-		at, which := -1, -1
-		for i, mk := range marks {
-			if j := bytes.Index(b, []byte(mk.s)); j >= 0 && (at < 0 || j < at) {
-				at, which = j, i
-			}
-		}
-		if at < 0 {
-			t.parts = append(t.parts, tpart{lit: b})
-			t.size += len(b)
-			break
-		}
-		if at > 0 {
-			t.parts = append(t.parts, tpart{lit: b[:at]})
-			t.size += at
-		}
-		t.parts = append(t.parts, tpart{v: marks[which].v})
-		b = b[at+len(marks[which].s):]
-	}
-	return t
-}
-
-// delivery returns delivery i: its event, id (from idBase+i: each target
-// of a run sends fresh ids) and body (the same for every target).
-func (g *deliveryGen) delivery(idBase, i int64) (event, id string, body []byte) {
-	return g.appendDelivery(nil, idBase, i)
-}
-
-// appendDelivery is delivery with the body appended to dst (the sender
-// reuses its buffers: see bodyBufs).
-func (g *deliveryGen) appendDelivery(dst []byte, idBase, i int64) (event, id string, body []byte) {
-	repo := int(i % int64(g.repos))
-	n := i / int64(g.repos) // this repository's n-th delivery
-	pr := int(n%int64(g.prs)) + 1
-	round := n / int64(g.prs)
-	kind := int(round % 3)
-	gen := round / 3
-	// The labeled PR is at its previous synchronize's head; synchronize and
-	// check_suite are at this round's new head.
-	shaGen := gen*2 + 1
-	if kind == 0 {
-		shaGen = gen * 2
-	}
-	sha := fmt.Sprintf("%08x%08x%024x", repo, pr, shaGen)
-	name := fmt.Sprintf("repo-%04d", repo)
-	t := g.tmpl[kind]
-	body = slices.Grow(dst[:0], t.size+64)
-	for _, p := range t.parts {
-		switch p.v {
-		case 0:
-			body = append(body, p.lit...)
-		case 'n':
-			body = strconv.AppendInt(body, int64(pr), 10)
-		case 't':
-			body = append(body, g.tenant...)
-		case 'r':
-			body = append(body, name...)
-		case 's':
-			body = append(body, sha...)
-		}
-	}
-	return benchEvents[kind], g.run + "-" + strconv.FormatInt(idBase+i, 10), body
-}
 
 // ---- load ---------------------------------------------------------------
 
@@ -509,7 +71,7 @@ type procReport struct {
 	RSSMaxMB   float64 `json:"rssMaxMB"`
 }
 
-type benchReport struct {
+type report struct {
 	Rate        float64       `json:"rate"` // 0: max
 	Repos       int           `json:"repos"`
 	PRs         int           `json:"prsPerRepo"`
@@ -521,11 +83,11 @@ type benchReport struct {
 	Mergegate   *targetReport `json:"mergegate,omitempty"`   // over every round
 	IngestRatio float64       `json:"ingestRatio,omitempty"` // mergegate acked/s ÷ bare acked/s
 	P99Ratio    float64       `json:"p99Ratio,omitempty"`    // mergegate p99 ÷ bare p99
-	Rounds      []benchRound  `json:"rounds,omitempty"`      // with --rounds > 1
+	Rounds      []roundReport `json:"rounds,omitempty"`      // with --rounds > 1
 }
 
-// benchRound is one round's p99 of each target.
-type benchRound struct {
+// roundReport is one round's p99 of each target.
+type roundReport struct {
 	BareP99      float64 `json:"bareP99Ms"`
 	MergegateP99 float64 `json:"mergegateP99Ms"`
 	P99Ratio     float64 `json:"p99Ratio"`
@@ -586,8 +148,8 @@ func mergeTarget(acc *targetReport, r targetReport, all *latHist) *targetReport 
 	return acc
 }
 
-// benchBare serves the bare handler on loopback and loads it.
-func benchBare(ctx context.Context, f benchFlags, gen *deliveryGen, all *latHist) (targetReport, error) {
+// loadBare serves the bare handler on loopback and loads it.
+func loadBare(ctx context.Context, f config, gen *loadgen.Generator, all *latHist) (targetReport, error) {
 	secrets, err := webhook.ParseSecrets(f.secret)
 	if err != nil {
 		return targetReport{}, err
@@ -629,7 +191,7 @@ type loadState struct {
 	client   *http.Client
 	url      string
 	secret   string
-	gen      *deliveryGen
+	gen      *loadgen.Generator
 	base     int64 // first delivery index of this target
 	hist     latHist
 	all      *latHist // every round's, besides hist (this round's)
@@ -652,12 +214,12 @@ var (
 	copyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 )
 
-// benchConn writes a request body from a pooled buffer: net/http hands
+// pooledConn writes a request body from a pooled buffer: net/http hands
 // the body to the connection's ReadFrom, which for anything but a file
 // allocates a buffer per call.
-type benchConn struct{ net.Conn }
+type pooledConn struct{ net.Conn }
 
-func (c benchConn) ReadFrom(r io.Reader) (int64, error) {
+func (c pooledConn) ReadFrom(r io.Reader) (int64, error) {
 	buf := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(buf)
 	return io.CopyBuffer(struct{ io.Writer }{c.Conn}, r, *buf)
@@ -665,14 +227,14 @@ func (c benchConn) ReadFrom(r io.Reader) (int64, error) {
 
 func (s *loadState) send(ctx context.Context, i int64) {
 	bp := bodyBufs.Get().(*[]byte)
-	event, id, body := s.gen.appendDelivery(*bp, s.base, i)
+	event, id, body := s.gen.AppendDelivery(*bp, s.base, i)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
 		s.errs.Add(1)
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "GitHub-Hookshot/mergegate-bench")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/mergegate-load")
 	req.Header.Set(webhook.EventHeader, event)
 	req.Header.Set(webhook.DeliveryHeader, id)
 	req.Header.Set(webhook.SignatureHeader, webhook.Sign(s.secret, body))
@@ -706,10 +268,10 @@ func (s *loadState) send(ctx context.Context, i int64) {
 	s.stMu.Unlock()
 }
 
-var benchTargets atomic.Int64 // each target of a process sends fresh delivery ids
+var targets atomic.Int64 // each target of a process sends fresh delivery ids
 
 // runLoad sends one target its load and, with m, follows the processing.
-func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string, m *statsPoller, all *latHist) (targetReport, error) {
+func runLoad(ctx context.Context, f config, gen *loadgen.Generator, target string, m *statsPoller, all *latHist) (targetReport, error) {
 	conns := f.maxInflight
 	if f.rate == 0 {
 		conns = f.concurrency
@@ -720,11 +282,11 @@ func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string,
 			if err != nil {
 				return nil, err
 			}
-			return benchConn{c}, nil
+			return pooledConn{c}, nil
 		}}
 	defer tr.CloseIdleConnections()
 	s := &loadState{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: target, secret: f.secret,
-		gen: gen, base: benchTargets.Add(1) * 1e9, statuses: map[int]int{}, all: all}
+		gen: gen, base: targets.Add(1) * 1e9, statuses: map[int]int{}, all: all}
 	rep := targetReport{URL: target}
 
 	// Warm up the connections (and check the target answers) before the clock starts.
@@ -743,7 +305,7 @@ func runLoad(ctx context.Context, f benchFlags, gen *deliveryGen, target string,
 
 	limit := int64(f.count)
 	if limit == 0 {
-		limit = benchMaxCount
+		limit = maxCount
 	}
 	runCtx, cancel := context.WithTimeout(ctx, f.duration)
 	defer cancel()
@@ -1047,10 +609,10 @@ func (h *latHist) report() latencyReport {
 // ---- output -------------------------------------------------------------
 
 func printTarget(w io.Writer, name string, r targetReport) {
-	fmt.Fprintf(w, "bench: %s done: %d acked of %d sent in %.1fs\n", name, r.Acked, r.Sent, r.Seconds)
+	fmt.Fprintf(w, "mergegate-load: %s done: %d acked of %d sent in %.1fs\n", name, r.Acked, r.Sent, r.Seconds)
 }
 
-func (rep benchReport) print(w io.Writer) {
+func (rep report) print(w io.Writer) {
 	rate := "max"
 	if rep.Rate > 0 {
 		rate = strconv.FormatFloat(rep.Rate, 'f', -1, 64) + "/s (open loop)"

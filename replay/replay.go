@@ -1,4 +1,11 @@
-package app
+// Package replay runs recorded webhook deliveries (`serve --record`, SPEC §8)
+// offline: in-process, through the App that `serve` builds, against a fake
+// GitHub made from the deliveries themselves, and prints the final state.
+// It also reads recordings and their scenario.json (load.go), for the
+// online replay too. It is a user feature (`mergegate replay`); the fake
+// GitHub and net/http/httptest it needs stay out of package app, which is
+// `serve`'s code path.
+package replay
 
 import (
 	"bytes"
@@ -16,18 +23,18 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
-	"github.com/mergegate/mergegate/reconcile"
 	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"
 )
 
-// ReplayOptions tune an offline replay. The zero value replays with
+// Options tune an offline replay. The zero value replays with
 // `serve`'s defaults: label "automerge" and auto-merge as triggers, merge
 // method "merge", no branch protection.
-type ReplayOptions struct {
+type Options struct {
 	// Scenario is what the payloads cannot say: branch protection, PRs
 	// that start behind their base (see Scenario).
 	Scenario Scenario
@@ -54,8 +61,8 @@ type ReplayOptions struct {
 	SettleTimeout time.Duration
 }
 
-// ReplayState is the printed result of an offline replay (SPEC §8).
-type ReplayState struct {
+// State is the printed result of an offline replay (SPEC §8).
+type State struct {
 	Repos []RepoState `json:"repos"`
 }
 
@@ -67,35 +74,35 @@ type RepoState struct {
 	Queue         []leasedo.Entry       `json:"queue"`
 	Audit         []leasedo.AuditEntry  `json:"audit"`
 	Events        []leasedo.LoggedEvent `json:"events"`
-	Merges        []ReplayMerge         `json:"merges"`
-	BranchUpdates []ReplayBranchUpdate  `json:"branchUpdates"`
-	Comments      []ReplayComment       `json:"comments"`
-	LabelsRemoved []ReplayLabelRemoval  `json:"labelsRemoved"`
+	Merges        []Merge               `json:"merges"`
+	BranchUpdates []BranchUpdate        `json:"branchUpdates"`
+	Comments      []Comment             `json:"comments"`
+	LabelsRemoved []LabelRemoval        `json:"labelsRemoved"`
 }
 
-// ReplayMerge is a merge mergegate made: the PR, the head sha it merged
+// Merge is a merge mergegate made: the PR, the head sha it merged
 // (the sha guard) and the method.
-type ReplayMerge struct {
+type Merge struct {
 	PRNumber int    `json:"prNumber"`
 	SHA      string `json:"sha"`
 	Method   string `json:"method"`
 }
 
-// ReplayBranchUpdate is an update of a PR's branch from its base.
-type ReplayBranchUpdate struct {
+// BranchUpdate is an update of a PR's branch from its base.
+type BranchUpdate struct {
 	PRNumber int    `json:"prNumber"`
 	FromSHA  string `json:"fromSha"`
 	ToSHA    string `json:"toSha"`
 }
 
-// ReplayComment is a comment mergegate posted.
-type ReplayComment struct {
+// Comment is a comment mergegate posted.
+type Comment struct {
 	PRNumber int    `json:"prNumber"`
 	Body     string `json:"body"`
 }
 
-// ReplayLabelRemoval is a label mergegate removed.
-type ReplayLabelRemoval struct {
+// LabelRemoval is a label mergegate removed.
+type LabelRemoval struct {
 	PRNumber int    `json:"prNumber"`
 	Label    string `json:"label"`
 }
@@ -107,21 +114,23 @@ var replayEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // the process.
 const replaySecret = "mergegate-offline-replay"
 
-// ReplayOffline runs recorded deliveries in-process against a fake GitHub
+// Offline runs recorded deliveries in-process against a fake GitHub
 // and returns the final state as indented JSON (SPEC §8).
 //
-// The whole pipeline runs: the webhook handler (signature, parsing,
-// durable inbox in SQLite, duplicate delivery ids), the engine (lease,
-// queue, gates read from GitHub, merges, bounces) and the forge client,
-// speaking HTTP on loopback to a fake GitHub whose world is built from the
-// deliveries themselves (see world.apply). Deliveries go one at a time; the
-// next is sent when mergegate has finished with the last. The clock is the
-// payloads' own: each accepted delivery arrives at the latest time its
-// payload carries, and at least one second after the one before (the
-// clock never moves back). The same input gives the same output, byte for
-// byte.
-func ReplayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) ([]byte, error) {
-	st, err := replayOffline(ctx, recs, opt)
+// The App is built by app.New, as `serve` builds it, on a database in a
+// temporary folder, and runs without listeners or cron (App.StartEngine):
+// the webhook handler (signature, parsing, durable inbox in SQLite,
+// duplicate delivery ids), the engine (lease, queue, gates read from
+// GitHub, merges, bounces, the resync of newly tracked repositories) and
+// the forge client, speaking HTTP on loopback to a fake GitHub whose world
+// is built from the deliveries themselves (see world.apply). Deliveries go
+// one at a time; the next is sent when mergegate has finished with the
+// last. The clock is the payloads' own: each accepted delivery arrives at
+// the latest time its payload carries, and at least one second after the
+// one before (the clock never moves back). The same input gives the same
+// output, byte for byte.
+func Offline(ctx context.Context, recs []app.Recorded, opt Options) ([]byte, error) {
+	st, err := offline(ctx, recs, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +141,7 @@ func ReplayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) ([]b
 	return append(b, '\n'), nil
 }
 
-func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*ReplayState, error) {
+func offline(ctx context.Context, recs []app.Recorded, opt Options) (*State, error) {
 	triggers := rules.DefaultOptions()
 	if opt.Triggers != nil {
 		triggers = *opt.Triggers
@@ -140,11 +149,6 @@ func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*Re
 	method := opt.MergeMethod
 	if method == "" {
 		method = forge.MethodMerge
-	}
-	switch method {
-	case forge.MethodMerge, forge.MethodSquash, forge.MethodRebase:
-	default:
-		return nil, fmt.Errorf("merge method %q: want merge, squash or rebase", method)
 	}
 	warn := opt.Warn
 	if warn == nil {
@@ -174,44 +178,44 @@ func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*Re
 	}
 	clk := leasedo.NewManualClock(start)
 
+	gh := fakegithub.NewWithOptions(nil, fakegithub.Options{})
+	defer gh.Close()
 	dir, err := os.MkdirTemp("", "mergegate-replay-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	db, err := leasedo.Open(ctx, filepath.Join(dir, "replay.db"), leasedo.Options{})
+	key := filepath.Join(dir, "app.pem")
+	if err := os.WriteFile(key, gh.PrivateKeyPEM(), 0o600); err != nil {
+		return nil, err
+	}
+	a, err := app.New(ctx, app.Config{
+		DB: filepath.Join(dir, "replay.db"), WebhookSecret: replaySecret,
+		AppID: gh.AppID(), PrivateKeyPath: key, GitHubURL: gh.URL(),
+		// Never listened on, but a Config must be one serve would accept.
+		AdminAddr: "127.0.0.1:0",
+		// The cron is not started: an hour only satisfies Validate.
+		ReconcileEvery: time.Hour,
+		LeaseTTL:       30 * time.Second, LeaseDead: 90 * time.Second,
+		TriggerLabel: triggers.TriggerLabel, AutoMerge: triggers.AutoMergeTrigger, MergeMethod: method,
+		Clock: clk,
+		// Offline, GitHub "computes" at once: pauses are short.
+		RetryBase: 20 * time.Millisecond,
+	}, log)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	store := leasedo.NewStore(db, leasedo.Config{TTL: 30 * time.Second, Dead: 90 * time.Second, Clock: clk})
-	inbox := store.NewInbox(0)
-	defer inbox.Close()
+	defer a.Shutdown(context.Background()) //nolint:errcheck // a replay's database is thrown away
+	handler, err := a.PublicHandler()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.StartEngine(); err != nil {
+		return nil, err
+	}
+	store := a.Store
 
-	gh := fakegithub.NewWithOptions(nil, fakegithub.Options{})
-	defer gh.Close()
-	fc, err := forge.New(forge.Config{BaseURL: gh.URL(), AppID: gh.AppID(), PrivateKey: gh.PrivateKeyPEM()})
-	if err != nil {
-		return nil, err
-	}
-	// Offline, GitHub "computes" at once: pauses are short.
-	syncer := reconcile.NewSyncer(reconcile.SyncConfig{Store: store, Forge: fc, Clock: clk, Logger: log, RetryBase: 20 * time.Millisecond,
-		Policy: rules.Policy{Triggers: triggers, MergeMethod: method, CheckTimeout: reconcile.DefaultCheckTimeout}})
-	eng := NewEngine(EngineConfig{Store: store, Syncer: syncer, Options: triggers, Clock: clk, Logger: log})
-	if err := eng.Start(); err != nil {
-		return nil, err
-	}
-	defer eng.Stop()
-	secrets, err := webhook.ParseSecrets(replaySecret)
-	if err != nil {
-		return nil, err
-	}
-	handler := webhook.NewHandler(webhook.HandlerConfig{
-		Secrets: secrets, Inbox: inbox, Clock: clk, Logger: log,
-		OnStored: func(d leasedo.Delivery) { eng.Kick(leasedo.Key{Tenant: d.Tenant, Repo: d.Repo}) },
-	})
-
-	drv := newReplayDriver(gh, clk, opt.Scenario, start)
+	drv := newDriver(gh, clk, opt.Scenario, start)
 	for i, rec := range recs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -232,7 +236,7 @@ func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*Re
 		default:
 			fmt.Fprintf(warn, "%s: refused (%d): %s\n", name(i), status, answer.Error)
 		}
-		if err := waitIdle(ctx, store, eng, settle); err != nil {
+		if err := waitIdle(ctx, a, settle); err != nil {
 			return nil, fmt.Errorf("%s: %w", name(i), err)
 		}
 	}
@@ -253,9 +257,9 @@ func replayOffline(ctx context.Context, recs []Recorded, opt ReplayOptions) (*Re
 	return st, nil
 }
 
-// replayDriver is what happens around each delivery of a replay: the
+// driver is what happens around each delivery of a replay: the
 // clock and the fake GitHub's world before it, what was stored after.
-type replayDriver struct {
+type driver struct {
 	gh     *fakegithub.Server
 	clk    *leasedo.ManualClock
 	world  *world
@@ -265,8 +269,8 @@ type replayDriver struct {
 	keys   map[leasedo.Key]bool
 }
 
-func newReplayDriver(gh *fakegithub.Server, clk *leasedo.ManualClock, sc Scenario, start time.Time) *replayDriver {
-	return &replayDriver{gh: gh, clk: clk, world: newWorld(gh, sc), now: start, first: true,
+func newDriver(gh *fakegithub.Server, clk *leasedo.ManualClock, sc Scenario, start time.Time) *driver {
+	return &driver{gh: gh, clk: clk, world: newWorld(gh, sc), now: start, first: true,
 		stored: map[string]bool{}, keys: map[leasedo.Key]bool{}}
 }
 
@@ -275,7 +279,7 @@ func newReplayDriver(gh *fakegithub.Server, clk *leasedo.ManualClock, sc Scenari
 // payload's time (at least a second after the last, never back) and makes
 // the world look as its payload says. A redelivery (a delivery id already
 // stored) is the same delivery: GitHub did not change and no time passed.
-func (d *replayDriver) before(rec Recorded) ([]byte, error) {
+func (d *driver) before(rec app.Recorded) ([]byte, error) {
 	body := compactJSON(rec.Payload)
 	if d.stored[rec.Delivery] {
 		return body, nil
@@ -301,7 +305,7 @@ func (d *replayDriver) before(rec Recorded) ([]byte, error) {
 }
 
 // after notes a delivery mergegate stored.
-func (d *replayDriver) after(rec Recorded, body []byte, status int, answer webhookAnswer) {
+func (d *driver) after(rec app.Recorded, body []byte, status int, answer webhookAnswer) {
 	if status != http.StatusAccepted || answer.Result != "stored" {
 		return
 	}
@@ -313,7 +317,7 @@ func (d *replayDriver) after(rec Recorded, body []byte, status int, answer webho
 
 // state is the final state: every (tenant, repo) a delivery named or the
 // store tracks, in (tenant, repo) order.
-func (d *replayDriver) state(ctx context.Context, store *leasedo.Store) (*ReplayState, error) {
+func (d *driver) state(ctx context.Context, store *leasedo.Store) (*State, error) {
 	keys := maps.Clone(d.keys)
 	tracked, err := store.Tracked(ctx)
 	if err != nil {
@@ -332,7 +336,7 @@ func (d *replayDriver) state(ctx context.Context, store *leasedo.Store) (*Replay
 		}
 		return sorted[i].Repo < sorted[j].Repo
 	})
-	out := &ReplayState{Repos: []RepoState{}}
+	out := &State{Repos: []RepoState{}}
 	for _, k := range sorted {
 		rs, err := repoState(ctx, store, d.gh, d.world, k)
 		if err != nil {
@@ -351,7 +355,7 @@ type webhookAnswer struct {
 
 // postDelivery hands one delivery to the webhook handler as GitHub would
 // send it, signed with the replay's own secret.
-func postDelivery(h http.Handler, rec Recorded, body []byte) (int, webhookAnswer) {
+func postDelivery(h http.Handler, rec app.Recorded, body []byte) (int, webhookAnswer) {
 	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
 	for k, v := range rec.Headers {
 		req.Header.Set(k, v)
@@ -368,17 +372,18 @@ func postDelivery(h http.Handler, rec Recorded, body []byte) (int, webhookAnswer
 	return rr.Code, a
 }
 
-// waitIdle waits until every stored delivery is applied and the engine has
-// nothing under way (no pass running, no wake-up or retry pending).
-func waitIdle(ctx context.Context, store *leasedo.Store, eng *Engine, timeout time.Duration) error {
+// waitIdle waits until every stored delivery is applied and the App has
+// nothing under way (no pass running, no wake-up or retry pending, no
+// resync).
+func waitIdle(ctx context.Context, a *app.App, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	pause := 100 * time.Microsecond
 	for {
-		keys, err := store.PendingKeys(ctx)
+		keys, err := a.Store.PendingKeys(ctx)
 		if err != nil {
 			return err
 		}
-		if len(keys) == 0 && eng.Busy() == 0 {
+		if len(keys) == 0 && a.Busy() == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -395,7 +400,7 @@ func waitIdle(ctx context.Context, store *leasedo.Store, eng *Engine, timeout ti
 
 func repoState(ctx context.Context, store *leasedo.Store, gh *fakegithub.Server, w *world, k leasedo.Key) (RepoState, error) {
 	rs := RepoState{Tenant: k.Tenant, Repo: k.Repo,
-		Merges: []ReplayMerge{}, BranchUpdates: []ReplayBranchUpdate{}, Comments: []ReplayComment{}, LabelsRemoved: []ReplayLabelRemoval{}}
+		Merges: []Merge{}, BranchUpdates: []BranchUpdate{}, Comments: []Comment{}, LabelsRemoved: []LabelRemoval{}}
 	var err error
 	if rs.Queue, err = store.Queue(ctx, k); err != nil {
 		return rs, err
@@ -411,22 +416,22 @@ func repoState(ctx context.Context, store *leasedo.Store, gh *fakegithub.Server,
 	}
 	for _, m := range gh.Merges() {
 		if m.Repo == k.Repo {
-			rs.Merges = append(rs.Merges, ReplayMerge{PRNumber: m.PRNumber, SHA: m.SHA, Method: m.Method})
+			rs.Merges = append(rs.Merges, Merge{PRNumber: m.PRNumber, SHA: m.SHA, Method: m.Method})
 		}
 	}
 	for _, u := range gh.BranchUpdates() {
 		if u.Repo == k.Repo {
-			rs.BranchUpdates = append(rs.BranchUpdates, ReplayBranchUpdate{PRNumber: u.PRNumber, FromSHA: u.FromSHA, ToSHA: u.ToSHA})
+			rs.BranchUpdates = append(rs.BranchUpdates, BranchUpdate{PRNumber: u.PRNumber, FromSHA: u.FromSHA, ToSHA: u.ToSHA})
 		}
 	}
 	for _, c := range gh.Comments() {
 		if c.Repo == k.Repo {
-			rs.Comments = append(rs.Comments, ReplayComment{PRNumber: c.PRNumber, Body: c.Body})
+			rs.Comments = append(rs.Comments, Comment{PRNumber: c.PRNumber, Body: c.Body})
 		}
 	}
 	for _, l := range gh.LabelsRemoved() {
 		if l.Repo == k.Repo {
-			rs.LabelsRemoved = append(rs.LabelsRemoved, ReplayLabelRemoval{PRNumber: l.PRNumber, Label: l.Label})
+			rs.LabelsRemoved = append(rs.LabelsRemoved, LabelRemoval{PRNumber: l.PRNumber, Label: l.Label})
 		}
 	}
 	return rs, nil

@@ -1,4 +1,4 @@
-package app
+package replay
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/webhook"
@@ -21,11 +22,11 @@ import (
 
 const roundTripSecret = "round-trip secret"
 
-// liveApp is the real App (listeners, SQLite file, engine, cron, forge
+// liveApp is the real app.App (listeners, SQLite file, engine, cron, forge
 // client) serving with --record, against a fake GitHub.
 type liveApp struct {
 	t      *testing.T
-	app    *App
+	app    *app.App
 	gh     *fakegithub.Server
 	clk    *leasedo.ManualClock
 	url    string
@@ -36,7 +37,7 @@ func startLiveApp(t *testing.T, withGitHub bool) *liveApp {
 	t.Helper()
 	dir := t.TempDir()
 	l := &liveApp{t: t, clk: leasedo.NewManualClock(replayEpoch), record: filepath.Join(dir, "recorded")}
-	cfg := Config{
+	cfg := app.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DB: filepath.Join(dir, "mergegate.db"),
 		WebhookSecret: roundTripSecret, ReconcileEvery: time.Hour, LeaseTTL: 30 * time.Second, LeaseDead: 90 * time.Second,
 		TriggerLabel: "automerge", AutoMerge: true, MergeMethod: "merge", RecordDir: l.record, Clock: l.clk,
@@ -49,7 +50,7 @@ func startLiveApp(t *testing.T, withGitHub bool) *liveApp {
 		}
 		cfg.AppID, cfg.PrivateKeyPath, cfg.GitHubURL = l.gh.AppID(), key, l.gh.URL()
 	}
-	a, err := New(context.Background(), cfg, zerolog.Nop())
+	a, err := app.New(context.Background(), cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func startLiveApp(t *testing.T, withGitHub bool) *liveApp {
 		t.Fatal(err)
 	}
 	l.app = a
-	// The cron's start-up pass runs first, as in the harness: a resync
+	// The cron's start-up pass runs first, as in app's test harness: a resync
 	// racing the first deliveries would make the state depend on timing.
 	deadline := time.Now().Add(15 * time.Second)
 	for a.Cron.Runs() < 1 {
@@ -79,7 +80,7 @@ func (l *liveApp) stop() {
 }
 
 // send posts a delivery over HTTP, signed, as GitHub does.
-func (l *liveApp) send(rec Recorded, body []byte) (int, webhookAnswer) {
+func (l *liveApp) send(rec app.Recorded, body []byte) (int, webhookAnswer) {
 	l.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -99,16 +100,16 @@ func (l *liveApp) send(rec Recorded, body []byte) (int, webhookAnswer) {
 
 func (l *liveApp) settle() {
 	l.t.Helper()
-	if err := waitIdle(context.Background(), l.app.Store, l.app.Engine, 15*time.Second); err != nil {
+	if err := waitIdle(context.Background(), l.app, 15*time.Second); err != nil {
 		l.t.Fatal(err)
 	}
 }
 
 // TestReplayRoundTrip is the round trip of SPEC §8 for every scenario: the
-// real App serves with --record, against a fake GitHub built from the
+// real app.App serves with --record, against a fake GitHub built from the
 // deliveries as an offline replay builds it; the scenario's deliveries are
 // sent to it over HTTP; then the folder it recorded is replayed offline.
-// Both the live App's final state and the offline replay of its recording
+// Both the live app.App's final state and the offline replay of its recording
 // must be the scenario's expected.golden, byte for byte.
 func TestReplayRoundTrip(t *testing.T) {
 	for _, name := range scenarioDirs(t) {
@@ -119,13 +120,13 @@ func TestReplayRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in, _, err := LoadReplay([]string{dir}, true)
+			in, _, err := Load([]string{dir}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 
 			l := startLiveApp(t, true)
-			drv := newReplayDriver(l.gh, l.clk, in.Scenario, replayEpoch)
+			drv := newDriver(l.gh, l.clk, in.Scenario, replayEpoch)
 			stored := 0
 			for i, rec := range in.Deliveries {
 				body, err := drv.before(rec)
@@ -148,13 +149,13 @@ func TestReplayRoundTrip(t *testing.T) {
 			}
 			liveJSON, _ := json.MarshalIndent(live, "", "  ")
 			if got := append(liveJSON, '\n'); !bytes.Equal(got, want) {
-				t.Errorf("the live App's final state differs from %s:\n%s", goldenFile, lineDiff(string(want), string(got)))
+				t.Errorf("the live app.App's final state differs from %s:\n%s", goldenFile, lineDiff(string(want), string(got)))
 			}
 			l.stop()
 
 			// The recording: one file per stored delivery, in arrival order,
 			// each the delivery as received.
-			recorded, _, err := LoadReplay([]string{l.record}, true)
+			recorded, _, err := Load([]string{l.record}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,7 +256,7 @@ func TestRecordWritesAcceptedDeliveriesOnly(t *testing.T) {
 	}
 
 	// A restart continues the numbering.
-	r, err := NewRecorder(l.record)
+	r, err := app.NewRecorder(l.record)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package app
+package replay
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mergegate/mergegate/app"
 )
 
 func writeFile(t *testing.T, path, content string) string {
@@ -70,7 +72,7 @@ func TestLoadReplayFolder(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "sub", "000009-status-z.json"), goodDelivery) // not descended into
 	writeFile(t, filepath.Join(dir, ScenarioFile), `{"required": {"main": {"contexts": ["ci"], "strict": true}}, "behind": [2]}`)
 
-	in, skipped, err := LoadReplay([]string{dir}, false)
+	in, skipped, err := Load([]string{dir}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,19 +94,19 @@ func TestLoadReplayFolder(t *testing.T) {
 	}
 
 	// --strict: the first file that is not a delivery stops the load.
-	_, _, err = LoadReplay([]string{dir}, true)
+	_, _, err = Load([]string{dir}, true)
 	var bad *BadInputError
 	if !errors.As(err, &bad) || !strings.HasSuffix(bad.File, "README.md") {
 		t.Fatalf("strict: err = %v, want README.md named", err)
 	}
 
 	// Files given one by one keep the order given.
-	in, _, err = LoadReplay([]string{filepath.Join(dir, "000002-status-b.json"), filepath.Join(dir, "000001-status-a.json")}, true)
+	in, _, err = Load([]string{filepath.Join(dir, "000002-status-b.json"), filepath.Join(dir, "000001-status-a.json")}, true)
 	if err != nil || in.Deliveries[0].Delivery != "b" {
 		t.Fatalf("explicit order: %+v, %v", in.Deliveries, err)
 	}
 	// A path that does not exist is an error, strict or not.
-	if _, _, err := LoadReplay([]string{filepath.Join(dir, "missing")}, false); err == nil {
+	if _, _, err := Load([]string{filepath.Join(dir, "missing")}, false); err == nil {
 		t.Fatal("a missing path was accepted")
 	}
 }
@@ -121,8 +123,8 @@ func TestReadScenarioRefusesTypos(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: err = %v, want %q and the file named", c.content, err, c.want)
 		}
-		if _, _, err := LoadReplay([]string{dir}, false); err == nil {
-			t.Errorf("%s: LoadReplay accepted a bad scenario", c.content)
+		if _, _, err := Load([]string{dir}, false); err == nil {
+			t.Errorf("%s: Load accepted a bad scenario", c.content)
 		}
 	}
 }
@@ -132,7 +134,7 @@ func TestReadScenarioRefusesTypos(t *testing.T) {
 // replay with Strict), odd ones are applied as mergegate applies them.
 func TestReplayOfflineOddInput(t *testing.T) {
 	inst := `"installation": {"id": 7}, "repository": {"full_name": "o/r"}`
-	recs := []Recorded{
+	recs := []app.Recorded{
 		{Event: "push", Delivery: "no-installation", Payload: json.RawMessage(`{"ref": "refs/heads/main", "after": "` + sha2A + `", "repository": {"full_name": "o/r"}}`)},
 		{Event: "ping", Delivery: "ping", Payload: json.RawMessage(`{"zen": "Design for failure.", "hook_id": 1}`)},
 		{Event: "pull_request", Delivery: "not-json", Payload: json.RawMessage(`{"action": `)},
@@ -146,7 +148,7 @@ func TestReplayOfflineOddInput(t *testing.T) {
 		{Event: "pull_request", Delivery: "eligible", Payload: json.RawMessage(`{"action": "labeled", "number": 3, "pull_request": {"number": 3, "state": "open", "labels": [{"name": "automerge"}], "head": {"sha": "` + sha3A + `"}, "base": {"ref": "main"}}, ` + inst + `}`)},
 	}
 	var warn bytes.Buffer
-	out, err := ReplayOffline(context.Background(), recs, ReplayOptions{Warn: &warn})
+	out, err := Offline(context.Background(), recs, Options{Warn: &warn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestReplayOfflineOddInput(t *testing.T) {
 			t.Errorf("warnings lack %q:\n%s", want, warn.String())
 		}
 	}
-	var st ReplayState
+	var st State
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -168,17 +170,17 @@ func TestReplayOfflineOddInput(t *testing.T) {
 	}
 
 	// Strict: the first refused delivery stops the replay, named.
-	_, err = ReplayOffline(context.Background(), recs, ReplayOptions{Strict: true, Files: []string{"rec/000001-push.json"}})
+	_, err = Offline(context.Background(), recs, Options{Strict: true, Files: []string{"rec/000001-push.json"}})
 	if err == nil || !strings.Contains(err.Error(), "rec/000001-push.json") || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("strict: err = %v", err)
 	}
 
 	// Nothing to replay is an empty state, not an error.
-	out, err = ReplayOffline(context.Background(), nil, ReplayOptions{})
+	out, err = Offline(context.Background(), nil, Options{})
 	if err != nil || string(out) != "{\n  \"repos\": []\n}\n" {
 		t.Fatalf("empty replay: %q, %v", out, err)
 	}
-	if _, err := ReplayOffline(context.Background(), nil, ReplayOptions{MergeMethod: "octopus"}); err == nil {
+	if _, err := Offline(context.Background(), nil, Options{MergeMethod: "octopus"}); err == nil {
 		t.Fatal("merge method octopus accepted")
 	}
 }
@@ -198,25 +200,25 @@ func TestReplayWorldFromPayloads(t *testing.T) {
 
 	// Scenario "behind" and "required": strict protection and a PR behind
 	// from the start; mergegate updates its branch before merging.
-	pr := func(id, at string) Recorded {
-		return Recorded{Event: "pull_request", Delivery: id, Payload: json.RawMessage(`{"action": "labeled", "number": 2,
+	pr := func(id, at string) app.Recorded {
+		return app.Recorded{Event: "pull_request", Delivery: id, Payload: json.RawMessage(`{"action": "labeled", "number": 2,
 			"pull_request": {"number": 2, "state": "open", "updated_at": "` + at + `", "labels": [{"name": "automerge"}], "head": {"sha": "` + sha2A + `"}, "base": {"ref": "main"}},
 			"repository": {"full_name": "o/r", "default_branch": "main"}, "installation": {"id": 7}}`)}
 	}
-	check := Recorded{Event: "check_run", Delivery: "c", Payload: json.RawMessage(`{"action": "completed",
+	check := app.Recorded{Event: "check_run", Delivery: "c", Payload: json.RawMessage(`{"action": "completed",
 		"check_run": {"name": "ci", "head_sha": "` + sha2A + `", "status": "completed", "conclusion": "success", "completed_at": "2020-01-01T00:00:30Z", "app": {"id": 1, "slug": "ci"}},
 		"repository": {"full_name": "o/r"}, "installation": {"id": 7}}`)}
 	// mergegate's own check run, failed, must not count.
-	own := Recorded{Event: "check_run", Delivery: "own", Payload: json.RawMessage(`{"action": "completed",
+	own := app.Recorded{Event: "check_run", Delivery: "own", Payload: json.RawMessage(`{"action": "completed",
 		"check_run": {"name": "mergegate", "head_sha": "` + sha2A + `", "status": "completed", "conclusion": "failure", "app": {"id": 99, "slug": "my-queue"}},
 		"repository": {"full_name": "o/r"}, "installation": {"id": 7}}`)}
-	out, err := ReplayOffline(context.Background(), []Recorded{pr("p", "2020-01-01T00:00:00Z"), own, check}, ReplayOptions{
+	out, err := Offline(context.Background(), []app.Recorded{pr("p", "2020-01-01T00:00:00Z"), own, check}, Options{
 		Scenario: Scenario{Required: map[string]ScenarioRequired{"main": {Contexts: []string{"ci"}, Strict: true}}, Behind: []int{2}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st ReplayState
+	var st State
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package app
+package replay
 
 import (
 	"bytes"
@@ -11,19 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
 // The recorded scenarios of testdata/scenarios are written by this file from
 // GitHub's payload examples (testdata/github-webhooks), through the same
-// Recorder that `serve --record` uses:
+// app.Recorder that `serve --record` uses:
 //
-//	go test ./app/ -run TestGenerateScenarios -regen-scenarios
+//	go test ./replay/ -run TestGenerateScenarios -regen-scenarios
 //
 // and their expected output by the golden test:
 //
-//	go test ./app/ -run TestReplayGolden -update
+//	go test ./replay/ -run TestReplayGolden -update
 var regenScenarios = flag.Bool("regen-scenarios", false, "rewrite the deliveries of testdata/scenarios from the payload examples")
 
 const scenariosDir = "../testdata/scenarios"
@@ -127,7 +128,7 @@ type gen struct {
 	no   int // scenario number, in the delivery ids
 	n    int // deliveries so far
 	at   time.Time
-	rec  *Recorder
+	rec  *app.Recorder
 	last leasedo.Delivery
 }
 
@@ -141,7 +142,7 @@ func (g *gen) fixture(name string) map[string]any {
 	if err := json.Unmarshal(b, &m); err != nil {
 		g.t.Fatal(err)
 	}
-	// An App's delivery: the examples from repository hooks lack it.
+	// An app.App's delivery: the examples from repository hooks lack it.
 	m["installation"] = map[string]any{"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
 	return m
 }
@@ -399,7 +400,7 @@ func TestGenerateScenarios(t *testing.T) {
 		for _, f := range old {
 			os.Remove(f)
 		}
-		rec, err := NewRecorder(dir)
+		rec, err := app.NewRecorder(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +412,7 @@ func TestGenerateScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The Recorder writes 0640 files: make them readable like other testdata.
+		// The app.Recorder writes 0640 files: make them readable like other testdata.
 		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 		for _, f := range files {
 			os.Chmod(f, 0o644)

@@ -1,4 +1,4 @@
-package app
+package replay
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func scenarioDirs(t *testing.T) []string {
 // replayDir replays one folder offline, as `mergegate replay --offline DIR`.
 func replayDir(t *testing.T, paths ...string) []byte {
 	t.Helper()
-	in, skipped, err := LoadReplay(paths, true)
+	in, skipped, err := Load(paths, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func replayDir(t *testing.T, paths ...string) []byte {
 		t.Fatalf("skipped: %v", skipped)
 	}
 	var warn bytes.Buffer
-	out, err := ReplayOffline(context.Background(), in.Deliveries, ReplayOptions{Scenario: in.Scenario, Files: in.Files, Warn: &warn})
+	out, err := Offline(context.Background(), in.Deliveries, Options{Scenario: in.Scenario, Files: in.Files, Warn: &warn})
 	if err != nil {
 		t.Fatal(err)
 	}

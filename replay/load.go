@@ -1,4 +1,4 @@
-package app
+package replay
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/mergegate/mergegate/app"
 )
 
 // ScenarioFile is the optional file beside recorded deliveries that says
@@ -46,10 +48,10 @@ type ScenarioRequired struct {
 	Strict   bool     `json:"strict"`
 }
 
-// ReplayInput is what LoadReplay read: the deliveries in replay order, the
+// Input is what Load read: the deliveries in replay order, the
 // file each came from, and the scenario.
-type ReplayInput struct {
-	Deliveries []Recorded
+type Input struct {
+	Deliveries []app.Recorded
 	Files      []string // Files[i] holds Deliveries[i]
 	Scenario   Scenario
 }
@@ -63,14 +65,14 @@ type BadInputError struct {
 
 func (e *BadInputError) Error() string { return e.File + ": " + e.Why }
 
-// LoadReplay reads recorded deliveries from files and folders, in the order
+// Load reads recorded deliveries from files and folders, in the order
 // given; a folder's files in name order, which for `serve --record` is
 // arrival order. In a folder, sub-folders, hidden files and *.golden files
 // are passed over, and scenario.json is the scenario. Any other file that
 // is not a recorded delivery (a README.md, a .txt, JSON of another shape) is
 // returned in skipped, each naming the file and why; with strict the first
 // one is the error instead. A path that cannot be read is always an error.
-func LoadReplay(paths []string, strict bool) (in ReplayInput, skipped []error, err error) {
+func Load(paths []string, strict bool) (in Input, skipped []error, err error) {
 	type candidate struct {
 		path     string
 		explicit bool
@@ -132,14 +134,14 @@ func LoadReplay(paths []string, strict bool) (in ReplayInput, skipped []error, e
 // ReadRecorded reads one recorded delivery (SPEC §8): a JSON object with a
 // non-empty "event" and "delivery" and a "payload" object. Any other file
 // answers a *BadInputError that names it.
-func ReadRecorded(path string) (Recorded, error) {
-	var rec Recorded
-	bad := func(format string, args ...any) (Recorded, error) {
-		return Recorded{}, &BadInputError{File: path, Why: "not a recorded delivery: " + fmt.Sprintf(format, args...)}
+func ReadRecorded(path string) (app.Recorded, error) {
+	var rec app.Recorded
+	bad := func(format string, args ...any) (app.Recorded, error) {
+		return app.Recorded{}, &BadInputError{File: path, Why: "not a recorded delivery: " + fmt.Sprintf(format, args...)}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Recorded{}, err
+		return app.Recorded{}, err
 	}
 	trimmed := bytes.TrimSpace(b)
 	switch {

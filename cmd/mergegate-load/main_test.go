@@ -1,75 +1,105 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/mergegate/mergegate/leasedo"
-	"github.com/mergegate/mergegate/rules"
-	"github.com/mergegate/mergegate/webhook"
 )
 
-// The generated deliveries are GitHub's examples, edited: each parses and
-// translates into the queue event its turn calls for, for its repository.
-func TestBenchDeliveries(t *testing.T) {
-	gen, err := newDeliveryGen("", 3, 2, 77)
+// binPath is a mergegate binary, built once, for the tests that load one.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mergegate-load-bin")
+	if err != nil {
+		panic(err)
+	}
+	binPath = filepath.Join(dir, "mergegate")
+	out, err := exec.Command("go", "build", "-o", binPath, "../mergegate").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build mergegate: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const e2eSecret = "load-test-secret"
+
+// server is a mergegate process serving on free loopback ports.
+type server struct{ pub, admin string }
+
+// startServer runs `mergegate serve` on db until the test ends.
+func startServer(t *testing.T, db string) server {
+	t.Helper()
+	cmd := exec.Command(binPath, "serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--db", db, "--webhook-secret", e2eSecret)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MERGEGATE_") && !strings.HasPrefix(kv, "GITHUB_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]bool{}
-	// Repository i%3; PRs take turns; rounds: labeled, synchronize, check_suite.
-	want := []struct {
-		event, action string
-		pr            int
-	}{
-		{"pull_request", "labeled", 1}, {"pull_request", "labeled", 1}, {"pull_request", "labeled", 1},
-		{"pull_request", "labeled", 2}, {"pull_request", "labeled", 2}, {"pull_request", "labeled", 2},
-		{"pull_request", "synchronize", 1}, {"pull_request", "synchronize", 1}, {"pull_request", "synchronize", 1},
-		{"pull_request", "synchronize", 2}, {"pull_request", "synchronize", 2}, {"pull_request", "synchronize", 2},
-		{"check_suite", "completed", 0}, {"check_suite", "completed", 0}, {"check_suite", "completed", 0},
-		{"check_suite", "completed", 0}, {"check_suite", "completed", 0}, {"check_suite", "completed", 0},
-		{"pull_request", "labeled", 1},
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	shas := map[string]string{} // repo#pr -> head after synchronize
-	for i, w := range want {
-		event, id, body := gen.delivery(0, int64(i))
-		if ids[id] {
-			t.Fatalf("delivery %d: id %s repeats", i, id)
-		}
-		ids[id] = true
-		meta, err := webhook.Parse(event, body)
-		if err != nil {
-			t.Fatalf("delivery %d: %v", i, err)
-		}
-		repo := "bench-org/repo-000" + string(rune('0'+i%3))
-		if event != w.event || meta.Tenant != "77" || meta.Repo != repo {
-			t.Fatalf("delivery %d: %s %+v, want %s for %s under 77", i, event, meta, w.event, repo)
-		}
-		tr, err := webhook.Translate(leasedo.Delivery{ID: id, Event: event, Action: meta.Action, Tenant: meta.Tenant, Repo: meta.Repo, Body: body}, rules.DefaultOptions())
-		if err != nil || len(tr.Events) != 1 || tr.Ignored != "" {
-			t.Fatalf("delivery %d: translation %+v, %v", i, tr, err)
-		}
-		ev := tr.Events[0]
-		if ev.Action != w.action || ev.PRNumber != w.pr || len(ev.Details.Sha) != 40 {
-			t.Fatalf("delivery %d: event %+v %+v, want %s #%d", i, ev, ev.Details, w.action, w.pr)
-		}
-		switch w.action {
-		case "synchronize":
-			shas[repo+string(rune('0'+w.pr))] = ev.Details.Sha
-		case "completed": // at the head the synchronize set
-			pr := 1 + (i-12)/3
-			if got := shas[repo+string(rune('0'+pr))]; got != ev.Details.Sha {
-				t.Fatalf("delivery %d: check_suite at %s, want the new head %s", i, ev.Details.Sha, got)
+	var logMu sync.Mutex
+	var log bytes.Buffer
+	ready, done := make(chan server, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			logMu.Lock()
+			log.Write(sc.Bytes())
+			log.WriteByte('\n')
+			logMu.Unlock()
+			var line struct {
+				Message   string `json:"message"`
+				Addr      string `json:"addr"`
+				AdminAddr string `json:"admin_addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "mergegate listening" {
+				ready <- server{pub: "http://" + line.Addr, admin: "http://" + line.AdminAddr}
 			}
 		}
+		cmd.Wait() //nolint:errcheck
+	}()
+	logText := func() string { logMu.Lock(); defer logMu.Unlock(); return log.String() }
+	t.Cleanup(func() {
+		cmd.Process.Kill() //nolint:errcheck
+		<-done
+		if t.Failed() {
+			t.Logf("server log:\n%s", logText())
+		}
+	})
+	select {
+	case s := <-ready:
+		return s
+	case <-done:
+		t.Fatalf("mergegate exited before listening:\n%s", logText())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("mergegate did not start:\n%s", logText())
 	}
+	return server{}
 }
 
-func TestBenchLatencyHistogram(t *testing.T) {
+func TestLatencyHistogram(t *testing.T) {
 	var h latHist
 	for i := 1; i <= 1000; i++ {
 		h.add(time.Duration(i) * time.Millisecond)
@@ -88,7 +118,7 @@ func TestBenchLatencyHistogram(t *testing.T) {
 	}
 }
 
-func TestBenchRefusesNonLoopbackAndBadFlags(t *testing.T) {
+func TestRefusesNonLoopbackAndBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--webhook-secret", "s", "--url", "http://example.com/webhook"},
 		{"--webhook-secret", "s", "--url", "http://10.0.0.1:8080/webhook"},
@@ -102,16 +132,16 @@ func TestBenchRefusesNonLoopbackAndBadFlags(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		t.Setenv("GITHUB_WEBHOOK_SECRET", "")
-		if code := run(append([]string{"bench"}, args...), &out, &errb); code != 2 {
-			t.Fatalf("bench %q: exit %d, want 2\n%s", args, code, errb.String())
+		if code := run(args, &out, &errb); code != 2 {
+			t.Fatalf("mergegate-load %q: exit %d, want 2\n%s", args, code, errb.String())
 		}
 	}
 }
 
 // A short run against the real binary: every 202 is processed, and the
 // report has both targets and their ratio.
-func TestBenchAgainstTheBinary(t *testing.T) {
-	rep, out, errb := benchBinary(t, "--count", "300", "--duration", "10s", "--repos", "7")
+func TestAgainstTheBinary(t *testing.T) {
+	rep, out, errb := loadBinary(t, "--count", "300", "--duration", "10s", "--repos", "7")
 	if rep.Bare == nil || rep.Mergegate == nil || rep.Bare.Acked != 300 || rep.Mergegate.Acked != 300 || rep.IngestRatio <= 0 {
 		t.Fatalf("report: %s", out.String())
 	}
@@ -119,15 +149,15 @@ func TestBenchAgainstTheBinary(t *testing.T) {
 	if p == nil || p.Processed != 300 || p.CatchUpSeconds < 0 || p.Failed != 0 || p.RSSEndMB <= 0 {
 		t.Fatalf("processing: %s", out.String())
 	}
-	if !strings.Contains(errb.String(), "bench: mergegate done") {
+	if !strings.Contains(errb.String(), "mergegate-load: mergegate done") {
 		t.Fatalf("stderr: %s", errb.String())
 	}
 }
 
 // --rounds alternates the targets: each round's p99 ratio is reported, and
 // the totals (counts, processing, latencies) are over every round.
-func TestBenchRounds(t *testing.T) {
-	rep, out, _ := benchBinary(t, "--count", "100", "--rounds", "3", "--repos", "5")
+func TestRounds(t *testing.T) {
+	rep, out, _ := loadBinary(t, "--count", "100", "--rounds", "3", "--repos", "5")
 	if rep.Bare == nil || rep.Mergegate == nil || rep.Bare.Acked != 300 || rep.Mergegate.Acked != 300 || rep.Mergegate.Sent != 300 {
 		t.Fatalf("totals: %s", out.String())
 	}
@@ -155,14 +185,14 @@ func TestBenchRounds(t *testing.T) {
 	}
 }
 
-// benchBinary runs the load tool at 400/s against a fresh server of the
+// loadBinary runs the load tool at 400/s against a fresh server of the
 // real binary, with args added, and returns its JSON report, its output
 // and its stderr.
-func benchBinary(t *testing.T, args ...string) (rep benchReport, out, errb *bytes.Buffer) {
+func loadBinary(t *testing.T, args ...string) (rep report, out, errb *bytes.Buffer) {
 	t.Helper()
-	s := startServer(t, t.TempDir()+"/bench.db")
+	s := startServer(t, t.TempDir()+"/load.db")
 	out, errb = new(bytes.Buffer), new(bytes.Buffer)
-	code := run(append([]string{"bench", "--url", s.pub + "/webhook", "--admin-url", s.admin, "--webhook-secret", e2eSecret,
+	code := run(append([]string{"--url", s.pub + "/webhook", "--admin-url", s.admin, "--webhook-secret", e2eSecret,
 		"--rate", "400/s", "--poll", "100ms", "--drain", "20s", "--json"}, args...), out, errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
