@@ -160,7 +160,7 @@ func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
 func newApp(ctx context.Context, v values, stderr io.Writer) (*app.App, zerolog.Logger, error) {
 	log, err := newLogger(v, stderr)
 	if err != nil {
-		return nil, log, err
+		return nil, log, v.explain(err)
 	}
 	cfg, err := v.appConfig()
 	if err != nil {
