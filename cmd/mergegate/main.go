@@ -214,6 +214,12 @@ func migrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if err := existingDB(v); err != nil {
+		return err
+	}
 	ctx := context.Background()
 	// Read the version first so the answer can say what changed.
 	ro, err := leasedo.Open(ctx, v["db"], leasedo.Options{ReadOnly: true})
@@ -262,6 +268,9 @@ func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 	// A running server is asked first: it acts on what the pass repairs.
 	if err := reconcileViaServer(ctx, v, k, stdout, stderr); !errors.Is(err, errNoServer) {
 		return err
+	}
+	if err := existingDB(v); err != nil {
+		return fmt.Errorf("no server answers at --admin-addr %s, and %w", v["admin-addr"], err)
 	}
 	fmt.Fprintf(stderr, "mergegate reconcile: no server answers at --admin-addr %s; running the pass on the database %s directly\n", v["admin-addr"], v["db"])
 	a, _, err := newApp(ctx, v, stderr)
