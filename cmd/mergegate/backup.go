@@ -29,6 +29,7 @@ func backupSettings() []setting {
 func backupCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "backup")
 	v, err := parseSettings(fs, backupSettings(), args)
 	if err != nil {
 		return err

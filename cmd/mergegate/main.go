@@ -95,31 +95,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 // usageError is a bad command line (exit 2).
 type usageError struct{ error }
 
+// help prints the command list, or what `mergegate NAME -h` prints.
 func help(args []string, stdout io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(stdout)
 	switch args[0] {
-	case "serve":
-		parseSettings(fs, serveSettings, nil) //nolint:errcheck
-	case "migrate":
-		parseSettings(fs, dbSettings(), nil) //nolint:errcheck
-	case "backup":
-		parseSettings(fs, backupSettings(), nil) //nolint:errcheck
-	case "reconcile":
-		parseSettings(fs, reconcileSettings(), nil) //nolint:errcheck
-	case "replay":
-		parseSettings(fs, replaySettings, nil) //nolint:errcheck
-	default:
-		fmt.Fprint(stdout, usage)
+	case "version", "help":
+		printCommandHelp(stdout, args[0], nil)
+		return 0
+	}
+	if _, ok := commandHelp[args[0]]; !ok && args[0] != "bench" {
+		fmt.Fprintf(stdout, "mergegate help: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	fmt.Fprintf(stdout, "mergegate %s flags:\n", args[0])
-	fs.PrintDefaults()
-	return 0
+	return run([]string{args[0], "-h"}, stdout, stdout)
 }
 
 func versionString() string {
@@ -173,6 +164,7 @@ func newApp(ctx context.Context, v values, stderr io.Writer) (*app.App, zerolog.
 func serve(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "serve")
 	v, err := parseSettings(fs, serveSettings, args)
 	if err != nil {
 		return err
@@ -210,6 +202,7 @@ func dbSettings() []setting {
 func migrate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "migrate")
 	v, err := parseSettings(fs, dbSettings(), args)
 	if err != nil {
 		return err
@@ -255,6 +248,7 @@ func reconcileSettings() []setting {
 func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "reconcile")
 	v, err := parseSettings(fs, reconcileSettings(), args)
 	if err != nil {
 		return err
