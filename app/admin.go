@@ -180,6 +180,14 @@ func (a *admin) event(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	// A repository fed through this API is tracked like one a webhook
+	// named: the dashboard, /metrics and the cron list tracked ones only.
+	// Tracking is idempotent; a failure here leaves the event applied and
+	// the answer an error, and posting again tracks it.
+	if err := a.cfg.Store.Track(r.Context(), ev.Key()); err != nil {
+		a.fail(w, err)
+		return
+	}
 	a.kick(ev.Key())
 	writeJSON(w, http.StatusOK, res)
 }
