@@ -128,8 +128,8 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 
 	r.log.Info().Int("discovered", sum.Discovered).Int("repos", sum.Repos).Int("reconciled", sum.Reconciled).
 		Int("skipped", sum.Skipped).Int("suspended", sum.Suspended).Int("deferred", sum.Deferred).Int("gone", sum.Gone).
-		Int("unfinished", sum.Unfinished).Int("failed", sum.Failed).Int("fixed", sum.Fixed).Int("staleLeases", sum.StaleLeases).
-		Strs("rateLimited", sum.RateLimited).Dur("took", sum.Took).Msg("reconcile run")
+		Int("unfinished", sum.Unfinished).Int("failed", sum.Failed).Int("fixed", sum.Fixed).Int("stale_leases", sum.StaleLeases).
+		Strs("rate_limited", sum.RateLimited).Int64("took_ms", sum.Took.Milliseconds()).Msg("reconcile run")
 	switch {
 	case sum.Unfinished > 0:
 		return sum, fmt.Errorf("reconcile run ended early (%w): %d of %d repositories left for the next pass", context.Cause(ctx), sum.Unfinished, sum.Repos)

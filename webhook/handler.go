@@ -416,12 +416,15 @@ func (h *handler) log(o outcome) {
 	default:
 		ev = h.cfg.Logger.Info()
 	}
-	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).
-		Str("event", o.d.Event).
-		Str("action", o.d.Action).
-		Str("tenant", o.d.Tenant).
-		Str("repo", o.d.Repo).
-		Int("status", o.status)
+	// A key whose value is unknown (a ping has no action, a refused
+	// delivery no repository) is left out rather than logged empty.
+	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).Str("event", o.d.Event)
+	for _, kv := range [...][2]string{{"action", o.d.Action}, {"tenant", o.d.Tenant}, {"repo", o.d.Repo}} {
+		if kv[1] != "" {
+			ev = ev.Str(kv[0], kv[1])
+		}
+	}
+	ev = ev.Int("status", o.status)
 	if o.duplicate {
 		ev = ev.Bool("duplicate", true)
 	}
