@@ -114,6 +114,12 @@ func help(args []string, stdout io.Writer) int {
 }
 
 func versionString() string {
+	return fmt.Sprintf("mergegate %s (commit %s, schema version %d)", version, buildCommit(), migrations.Latest())
+}
+
+// buildCommit is the commit stamped in by -ldflags, else the one the Go
+// toolchain recorded, else "unknown".
+func buildCommit() string {
 	c := commit
 	if c == "" {
 		if bi, ok := debug.ReadBuildInfo(); ok {
@@ -127,7 +133,7 @@ func versionString() string {
 	if c == "" {
 		c = "unknown"
 	}
-	return fmt.Sprintf("mergegate %s (commit %s, schema version %d)", version, c, migrations.Latest())
+	return c
 }
 
 func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
@@ -139,11 +145,25 @@ func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
 	switch v["log-format"] {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+		// Colour codes only for a terminal: in a file, a pipe or the
+		// journal they are noise (and NO_COLOR turns them off anywhere).
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339,
+			NoColor: !isTerminal(stderr) || os.Getenv("NO_COLOR") != ""}
 	default:
 		return zerolog.Logger{}, usageError{fmt.Errorf("--log-format %q: want json or console", v["log-format"])}
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// isTerminal: w is a character device (a terminal), not a file, a pipe or
+// a socket such as the journal's.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // newApp builds mergegate from resolved settings: the logger, then the
@@ -157,6 +177,7 @@ func newApp(ctx context.Context, v values, stderr io.Writer) (*app.App, zerolog.
 	if err != nil {
 		return nil, log, usageError{err}
 	}
+	cfg.Version, cfg.Commit = version, buildCommit()
 	a, err := app.New(ctx, cfg, log)
 	return a, log, err
 }
