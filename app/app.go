@@ -18,7 +18,7 @@ import (
 	"github.com/mergegate/mergegate/webhook"
 )
 
-// Config is everything `mergegate serve` is told (SPEC §1).
+// Config is everything `mergegate serve` is told (README, Configuration).
 type Config struct {
 	Addr           string
 	AdminAddr      string

@@ -174,7 +174,7 @@ func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 		case t.Push != nil:
 			// No queue action of its own: the engine's next step reads the
 			// head's state (behind its base?) from GitHub. Logged for the
-			// record, as SPEC §4 asks of every event.
+			// record, as every event is (docs/lease-protocol.md).
 			p.b.Log = []leasedo.Event{{EventType: d.Event, Action: d.Action, Tenant: d.Tenant, Repo: d.Repo,
 				Details: &leasedo.Details{Sha: t.Push.After, Base: t.Push.Ref, Reason: "push to " + t.Push.Ref}}}
 		}

@@ -62,7 +62,7 @@ type HandlerConfig struct {
 	after func(time.Duration) <-chan time.Time
 }
 
-// NewHandler returns the POST /webhook handler (SPEC §3). Checks run in this
+// NewHandler returns the POST /webhook handler (docs/queue.md). Checks run in this
 // order: method (405), content type (415), size (413; 503 when the bodies
 // in flight fill the budget), signature (401), headers, lengths and JSON
 // (400), then the delivery is stored (202; 503 when the inbox fails). A

@@ -16,7 +16,7 @@ import (
 	"github.com/mergegate/mergegate/app"
 )
 
-// setting is one flag with its environment variable (SPEC §1).
+// setting is one flag with its environment variable (README, Configuration).
 type setting struct {
 	name, env, def, usage string
 }
