@@ -27,10 +27,10 @@ const (
 // Config configures a Reconciler.
 type Config struct {
 	Store *leasedo.Store
-	// Forge is GitHub. nil: no credentials, only the seed's integrity pass
+	// Forge is GitHub. nil: no credentials, only the integrity pass
 	// (stale leases, duplicates, bounced entries) runs.
 	Forge *forge.Client
-	// Options are the eligibility triggers (SPEC §4).
+	// Options are the eligibility triggers (docs/queue.md).
 	Options rules.Options
 	// Syncer moves a queue on after its resync: the engine's, so that both
 	// decide the same way (default: one of the Reconciler's own, on Forge,
@@ -137,9 +137,9 @@ func New(cfg Config) *Reconciler {
 	return r
 }
 
-// Pass runs the seed's /reconcile for k now, followed by the resync from
+// Pass runs reconcile (docs/lease-protocol.md) for k now, followed by the resync from
 // GitHub unless there is no Forge or k's installation is suspended, and
-// returns the seed's answer. A lease held by someone else answers
+// returns POST /reconcile's answer. A lease held by someone else answers
 // *leasedo.LockedError (the caller answers 409); a resync error is returned
 // with the answer of what was already fixed.
 func (r *Reconciler) Pass(ctx context.Context, k leasedo.Key) (leasedo.ReconcileAnswer, error) {
