@@ -28,7 +28,7 @@ type Reconciler interface {
 type AdminConfig struct {
 	Store      *leasedo.Store
 	Engine     *Engine    // kicked after changes, so the queue moves at once
-	Reconciler Reconciler // nil: the seed's reconcile without a GitHub resync
+	Reconciler Reconciler // nil: reconcile without a GitHub resync
 	Token      string     // "" only on a loopback listener
 	Metrics    *Metrics
 	Dashboard  http.Handler // GET / and its pages; nil: none
@@ -41,7 +41,7 @@ type AdminConfig struct {
 // maxAdminBody bounds an admin request body.
 const maxAdminBody = 1 << 20
 
-// NewAdminHandler serves the seed's contract (SPEC §3) on the admin listener.
+// NewAdminHandler serves the admin API (docs/lease-protocol.md) on the admin listener.
 //
 // Protections, outermost first: only Host names of the admin address or
 // loopback are answered (421 otherwise: a page whose DNS name was rebound to
@@ -171,12 +171,20 @@ func (a *admin) event(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, &leasedo.FieldError{Field: "repo", Msg: err.Error()})
 		return
 	}
-	// The seed's vocabulary is GitHub's; the webhook package maps it. A
+	// The /event vocabulary is GitHub's; the webhook package maps it. A
 	// gate result in the body only makes the entry be read again: the
 	// merge waits until mergegate has read the checks from GitHub itself.
 	ev.Op = webhook.OpOf(ev.EventType, ev.Action)
 	res, err := a.cfg.Store.ProcessEvent(r.Context(), ev, "worker")
 	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	// A repository fed through this API is tracked like one a webhook
+	// named: the dashboard, /metrics and the cron list tracked ones only.
+	// Tracking is idempotent; a failure here leaves the event applied and
+	// the answer an error, and posting again tracks it.
+	if err := a.cfg.Store.Track(r.Context(), ev.Key()); err != nil {
 		a.fail(w, err)
 		return
 	}
@@ -248,9 +256,9 @@ func (a *admin) release(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"released": true})
 }
 
-// QueueView is GET /queue's answer: the seed's shapes, the lease, and the
+// QueueView is GET /queue's answer: queue, events, audit, the lease, and the
 // deliveries not yet applied (pending) or given up on (failed). Each queue
-// entry carries, beside the seed's fields, its base branch (baseRef: one
+// entry carries, beside the protocol's fields, its base branch (baseRef: one
 // queue per base) and what it waits for (gateReason: for a blocked entry,
 // what the operator must change).
 type QueueView struct {
@@ -358,7 +366,7 @@ func (a *admin) kick(k leasedo.Key) {
 	}
 }
 
-// fail answers an error: 409 locked (the seed's shape), 400 for a bad
+// fail answers an error: 409 locked ({error, held_by}), 400 for a bad
 // field, 500 otherwise (logged; the client gets no internals).
 func (a *admin) fail(w http.ResponseWriter, err error) {
 	var le *leasedo.LockedError

@@ -19,7 +19,7 @@ import (
 	"github.com/mergegate/mergegate/webhook"
 )
 
-// Config is everything `mergegate serve` is told (SPEC §1).
+// Config is everything `mergegate serve` is told (README, Configuration).
 type Config struct {
 	Addr           string
 	AdminAddr      string
@@ -52,6 +52,9 @@ type Config struct {
 	// 30 s. 0: the sync's default, 1 s. Offline replay, whose fake GitHub
 	// settles at once, sets it short.
 	RetryBase time.Duration
+
+	// Version and Commit name the build on the start line.
+	Version, Commit string
 
 	// The listeners' timeouts; zero: publicTimeouts and adminTimeouts.
 	publicTimeouts, adminTimeouts listenerTimeouts
@@ -360,8 +363,14 @@ func (a *App) Start() error {
 	cron.Start()
 	go a.serve(a.public, a.publicLn, "public")
 	go a.serve(a.admin, a.adminLn, "admin")
-	a.log.Info().Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).
-		Str("db", a.cfg.DB).Bool("github", github).Bool("setup", a.setup != nil).Msg("mergegate listening")
+	// The start line says which build runs, where, on which database and,
+	// with --record, into which folder it records (no record key: it does
+	// not record).
+	start := withNonEmpty(a.log.With(), "version", a.cfg.Version, "commit", a.cfg.Commit).
+		Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).Str("db", a.cfg.DB)
+	start = withNonEmpty(start, "record", a.cfg.RecordDir)
+	slog := start.Logger()
+	slog.Info().Bool("github", github).Bool("setup", a.setup != nil).Msg("mergegate listening")
 	return nil
 }
 

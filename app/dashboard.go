@@ -121,7 +121,7 @@ type RepoView struct {
 	NowText     string          `json:"-"`
 }
 
-// LeaseView is the seed's check() answer with display text.
+// LeaseView is the lease's check answer (GET /lease) with display text.
 type LeaseView struct {
 	leasedo.LeaseState
 	AgeText     string `json:"-"`

@@ -156,8 +156,8 @@ type prepared struct {
 // (malformed): retrying cannot fix it, and it is marked failed at once.
 func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 	p := prepared{d: d, start: time.Now()}
-	p.log = e.log.With().Str("delivery", d.ID).Str("event", d.Event).Str("action", d.Action).
-		Str("tenant", d.Tenant).Str("repo", d.Repo).Logger()
+	p.log = withNonEmpty(e.log.With().Str("delivery", d.ID).Str("event", d.Event),
+		"action", d.Action, "tenant", d.Tenant, "repo", d.Repo).Logger()
 	t, err := webhook.Translate(d, e.cfg.Options)
 	if err != nil {
 		return p, err
@@ -174,7 +174,7 @@ func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 		case t.Push != nil:
 			// No queue action of its own: the engine's next step reads the
 			// head's state (behind its base?) from GitHub. Logged for the
-			// record, as SPEC §4 asks of every event.
+			// record, as every event is (docs/lease-protocol.md).
 			p.b.Log = []leasedo.Event{{EventType: d.Event, Action: d.Action, Tenant: d.Tenant, Repo: d.Repo,
 				Details: &leasedo.Details{Sha: t.Push.After, Base: t.Push.Ref, Reason: "push to " + t.Push.Ref}}}
 		}
@@ -244,4 +244,16 @@ func outcomeOf(t webhook.Translation, results []leasedo.Result) string {
 		return "installation"
 	}
 	return "applied"
+}
+
+// withNonEmpty adds each key and value pair of kv whose value is not empty:
+// a log line leaves out what it does not know (a ping's action) rather than
+// carry an empty key.
+func withNonEmpty(c zerolog.Context, kv ...string) zerolog.Context {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			c = c.Str(kv[i], kv[i+1])
+		}
+	}
+	return c
 }

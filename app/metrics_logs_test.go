@@ -109,12 +109,41 @@ func TestLogsCarryNoSecret(t *testing.T) {
 	}
 }
 
-// checkLogKeys: every line is JSON; one line per delivery and per queue
+// snakeCase is the one style of log keys: people grep and query for them.
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// durationWords are parts of a key that say it holds a time span: such a
+// key ends in its unit (took_ms, age_ms, expires_in_ms).
+var durationWords = regexp.MustCompile(`(^|_)(took|age|elapsed|duration|delay|wait|waited|expires_in|timeout|backoff|retry_in)(_|$)`)
+
+// checkKeyStyle: no empty key and no key with an empty value, every key
+// snake_case, every time span with
+// its unit; nested objects too.
+func checkKeyStyle(t *testing.T, obj map[string]any, prefix, raw string) {
+	t.Helper()
+	for k, v := range obj {
+		switch {
+		case k == "":
+			t.Errorf("a log line has an empty key: %s", raw)
+		case v == "":
+			t.Errorf("log key %q is empty (leave out what does not apply): %s", prefix+k, raw)
+		case !snakeCase.MatchString(k):
+			t.Errorf("log key %q is not snake_case: %s", prefix+k, raw)
+		case durationWords.MatchString(k) && !strings.HasSuffix(k, "_ms") && !strings.HasSuffix(k, "_s") && !strings.HasSuffix(k, "_at"):
+			t.Errorf("log key %q is a time span without its unit (want %s_ms): %s", prefix+k, k, raw)
+		}
+		if m, ok := v.(map[string]any); ok {
+			checkKeyStyle(t, m, prefix+k+".", raw)
+		}
+	}
+}
+
+// checkLogKeys: every line is JSON, with snake_case keys, none empty; one line per delivery and per queue
 // transition, each with its fixed keys.
 func checkLogKeys(t *testing.T, log string) {
 	t.Helper()
 	keys := map[string][]string{
-		"webhook delivery": {"delivery", "event", "action", "tenant", "repo", "status"},
+		"webhook delivery": {"delivery", "event", "status"},
 		"delivery applied": {"delivery", "event", "tenant", "repo", "result"},
 		"gate passed":      {"tenant", "repo", "pr", "sha"},
 		"bounced":          {"tenant", "repo", "pr", "sha", "problem", "reason"},
@@ -129,12 +158,16 @@ func checkLogKeys(t *testing.T, log string) {
 			t.Errorf("a log line is not JSON: %s", sc.Text())
 			continue
 		}
+		checkKeyStyle(t, line, "", sc.Text())
 		msg, _ := line["message"].(string)
 		want, ok := keys[msg]
 		if !ok {
 			continue
 		}
 		seen[msg]++
+		if msg == "webhook delivery" && line["status"] == float64(http.StatusAccepted) {
+			want = append(want, "action", "tenant", "repo") // a stored delivery names its repository
+		}
 		for _, k := range want {
 			if _, ok := line[k]; !ok {
 				t.Errorf("%q line lacks %q: %s", msg, k, sc.Text())

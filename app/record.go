@@ -15,7 +15,7 @@ import (
 )
 
 // Recorded is one delivery as `serve --record` writes it and `replay`
-// reads it (SPEC §8). Signatures and secrets are never recorded: replay
+// reads it (docs/replay.md). Signatures and secrets are never recorded: replay
 // signs with its own configured secret.
 type Recorded struct {
 	Event    string            `json:"event"`

@@ -190,8 +190,8 @@ func (r *redeliverer) Sweep(ctx context.Context) (RedeliverySummary, error) {
 	}
 	for _, g := range todo {
 		d := g.latest
-		log := r.log.With().Str("delivery", d.GUID).Str("event", d.Event).Str("action", d.Action).
-			Str("tenant", d.Tenant).Int("status_code", d.StatusCode).Logger()
+		log := withNonEmpty(r.log.With().Str("delivery", d.GUID).Str("event", d.Event),
+			"action", d.Action, "tenant", d.Tenant).Int("status_code", d.StatusCode).Logger()
 		tries := r.sent[d.GUID]
 		tries.n++
 		tries.last = d.DeliveredAt

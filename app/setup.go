@@ -21,7 +21,7 @@ import (
 	"github.com/mergegate/mergegate/forge"
 )
 
-// The set-up flow (SPEC §7): on a first start without credentials the
+// The set-up flow (docs/operations.md, "Register the GitHub App"): on a first start without credentials the
 // public listener serves a page whose "Register GitHub App" button posts
 // app.yml, as JSON, to GitHub's App manifest flow. GitHub creates the App
 // and sends the browser back to /setup/callback?code=...&state=...; the

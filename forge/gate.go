@@ -29,7 +29,7 @@ const (
 	waiting        // queued, in progress, pending, missing, unknown
 )
 
-// EvaluateGate decides the gate of one PR at one sha (SPEC §4). It is pure:
+// EvaluateGate decides the gate of one PR at one sha (docs/queue.md). It is pure:
 // req, results and suites are what GitHub reported.
 //
 // The required checks are req.Contexts when req.Configured and the list is

@@ -45,7 +45,7 @@ type DrainPolicy struct {
 
 // Drain applies up to limit of k's pending deliveries, in arrival order,
 // in ONE write transaction that also takes and gives back k's lease: the
-// seed's process_event (acquire, apply, release) for a batch of
+// protocol's applying of an event (acquire, apply, release) for a batch of
 // deliveries. Nobody can see the lease in between, so it is not written;
 // a stale lease left by a dead holder is removed, as acquiring and
 // releasing it would. A lease held by someone else answers *LockedError

@@ -20,7 +20,7 @@ type Lease struct {
 	Acquired time.Time
 }
 
-// LockedError is the seed's 409 "locked".
+// LockedError is the admin API's 409 "locked": someone holds the lease.
 type LockedError struct {
 	Key       Key
 	HeldBy    string
@@ -41,7 +41,7 @@ func IsLocked(err error) bool {
 // nothing was written.
 var ErrLeaseLost = errors.New("lease lost: it went stale and was taken over")
 
-// LeaseState is the seed's check() answer. Stale and HeldBy are also set for
+// LeaseState is check's answer (GET /lease). Stale and HeldBy are also set for
 // a lease past its TTL, which no longer locks (the next acquire overwrites it).
 type LeaseState struct {
 	Locked    bool   `json:"locked"`
@@ -76,7 +76,7 @@ func getLease(ctx context.Context, q querier, k Key) (*leaseRow, error) {
 	return &r, nil
 }
 
-// Acquire is the seed's acquire(): a lease younger than the TTL answers
+// Acquire takes k's lease (docs/lease-protocol.md): a lease younger than the TTL answers
 // LockedError; a missing or stale one is (over)written with now and by.
 func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	now := s.now()
@@ -149,7 +149,7 @@ func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
 	return released, err
 }
 
-// ReleaseAny is the seed's release() as the admin API exposes it: the lease
+// ReleaseAny is the admin API's POST /lease/release, the operator's override: the lease
 // is deleted whoever holds it.
 func (s *Store) ReleaseAny(ctx context.Context, k Key) error {
 	return s.db.write(ctx, func(tx *wtx) error {
@@ -182,7 +182,7 @@ func (s *Store) fence(ctx context.Context, tx *wtx, l *Lease) error {
 	return nil
 }
 
-// Check is the seed's check().
+// Check reads k's lease without taking it (GET /lease).
 func (s *Store) Check(ctx context.Context, k Key) (LeaseState, error) {
 	cur, err := getLease(ctx, s.db.r, k)
 	if err != nil || cur == nil {

@@ -14,13 +14,13 @@ type Fix struct {
 	Detail   string `json:"detail,omitempty"`
 }
 
-// ReconcileResults is the "results" object of the seed's /reconcile answer.
+// ReconcileResults is the "results" object of POST /reconcile's answer.
 type ReconcileResults struct {
 	Fixed       []Fix        `json:"fixed"`
 	StaleLeases []StaleLease `json:"staleLeases"`
 }
 
-// ReconcileAnswer is the seed's /reconcile answer.
+// ReconcileAnswer is POST /reconcile's answer.
 type ReconcileAnswer struct {
 	Results     ReconcileResults `json:"results"`
 	QueueLength int              `json:"queueLength"`
@@ -31,7 +31,7 @@ type ReconcileAnswer struct {
 // returns what it fixed; the cron passes the GitHub resync here.
 type ResyncFunc func(ctx context.Context, l *Lease) ([]Fix, error)
 
-// Reconcile is the seed's /reconcile: a lease older than the dead threshold
+// Reconcile is POST /reconcile (docs/lease-protocol.md, "Reconcile"): a lease older than the dead threshold
 // is force-released and reported; then, under a freshly acquired lease (a
 // LockedError when an active holder has it), duplicates, bounced entries and
 // corrupted rows are removed, and resync (when not nil) runs. The answer is

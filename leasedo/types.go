@@ -1,6 +1,11 @@
-// Package leasedo is the seed's LeaseDO over SQLite: per-(tenant, repo) lease,
-// merge queue, event log (last 100) and audit log (last 200), plus the durable
-// inbox of webhook deliveries. Every method is one short SQLite transaction.
+// Package leasedo holds mergegate's state in one SQLite file: for each
+// (tenant, repo), its lease (with a fencing token), its merge queues (one per
+// base branch), its event log (last 100) and audit log (last 200); the
+// durable inbox of webhook deliveries; the tracked repositories and
+// installations. Every method is one short SQLite transaction, and every
+// change to a repository's queue is made under its lease. The protocol is
+// docs/lease-protocol.md; the name is the design it came from, a lease
+// Durable Object ("LeaseDO") per repository.
 package leasedo
 
 import (
@@ -27,7 +32,7 @@ type SystemClock struct{}
 
 func (SystemClock) Now() time.Time { return time.Now() }
 
-// Queue entry statuses: the seed's four and blocked. What each means and
+// Queue entry statuses: queued, evaluating, gate_passed, bounced and blocked. What each means and
 // who moves an entry between them is drawn in ARCHITECTURE.md.
 const (
 	// StatusQueued: joined, or something changed (a new head, a check or
@@ -48,7 +53,7 @@ const (
 )
 
 // Op is a typed transition of a queue entry, asked by an event. The webhook
-// package maps GitHub's event types and actions (and the seed's POST /event
+// package maps GitHub's event types and actions (and the admin API's POST /event
 // vocabulary) to these; nothing below it reads GitHub's action strings.
 type Op string
 
@@ -66,7 +71,7 @@ const (
 	GateFailure = "failure"
 )
 
-// Audit actions (the seed's).
+// Audit actions (docs/lease-protocol.md).
 const (
 	AuditJoin        = "join"
 	AuditLeave       = "leave"
@@ -80,7 +85,7 @@ const (
 	AuditBlocked = "blocked"
 )
 
-// Results of ProcessEvent / Apply (SPEC §3).
+// Results of ProcessEvent / Apply: POST /event's result.
 const (
 	ResultJoined        = "joined"
 	ResultAlreadyQueued = "already_queued"
@@ -90,7 +95,7 @@ const (
 	ResultIgnored       = "ignored"
 )
 
-// Event is the seed's POST /event body.
+// Event is the POST /event body (docs/lease-protocol.md).
 type Event struct {
 	EventType string   `json:"eventType"`
 	Tenant    string   `json:"tenant"`
@@ -126,7 +131,7 @@ type Details struct {
 	MergeMethod string `json:"mergeMethod,omitempty"`
 }
 
-// Validate checks the fields SPEC §3 requires and names the first one missing.
+// Validate checks the fields POST /event requires and names the first one missing.
 func (e Event) Validate() error {
 	switch {
 	case e.EventType == "":
@@ -152,7 +157,7 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s %s", e.Field, e.Msg) }
 
-// Entry is one queue entry in the seed's shape.
+// Entry is one queue entry as GET /queue shows it.
 type Entry struct {
 	PRNumber      int    `json:"prNumber"`
 	PRSha         string `json:"prSha"`
@@ -163,7 +168,7 @@ type Entry struct {
 	GateResultAt  *int64 `json:"gateResultAt,omitempty"`
 }
 
-// LoggedEvent is one row of the event log (last 100) in the seed's shape.
+// LoggedEvent is one row of the event log (last 100) as GET /queue shows it.
 type LoggedEvent struct {
 	TS        int64           `json:"ts"`
 	EventType string          `json:"eventType"`
@@ -172,7 +177,7 @@ type LoggedEvent struct {
 	Details   json.RawMessage `json:"details"`
 }
 
-// AuditEntry is one row of the audit log (last 200) in the seed's shape.
+// AuditEntry is one row of the audit log (last 200) as GET /queue shows it.
 // Reason is our addition: why a bounce or leave happened.
 type AuditEntry struct {
 	TS       int64  `json:"ts"`
@@ -182,7 +187,7 @@ type AuditEntry struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
-// Caps from the seed.
+// Caps of the event and audit logs per repository (docs/lease-protocol.md).
 const (
 	EventCap = 100
 	AuditCap = 200

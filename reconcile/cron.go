@@ -127,7 +127,7 @@ func (c *Cron) tick() {
 	}
 	c.mu.Unlock()
 	if err != nil {
-		c.log.Warn().Err(err).Dur("took", took).Msg("reconcile run incomplete")
+		c.log.Warn().Err(err).Int64("took_ms", took.Milliseconds()).Msg("reconcile run incomplete")
 	}
 }
 

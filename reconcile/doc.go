@@ -1,4 +1,4 @@
-// Package reconcile is mergegate's cron (SPEC §6): the seed's /reconcile
+// Package reconcile is mergegate's cron: the lease protocol's reconcile
 // flow for every tracked (tenant, repo), followed by a resync of the queue
 // from the GitHub API.
 //
@@ -14,7 +14,7 @@
 //     (and the budget check just before each request).
 //   - cron.go: Cron, the robfig/cron schedule around RunAll.
 //
-// The seed's lease protocol is leasedo's: a lease older than --lease-dead is
+// The lease protocol is leasedo's (docs/lease-protocol.md): a lease older than --lease-dead is
 // force-released and reported in staleLeases, a held one answers
 // *leasedo.LockedError (the repository is skipped until the next pass), and
 // resync runs under the cron's lease with no SQLite transaction open.

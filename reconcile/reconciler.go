@@ -27,10 +27,10 @@ const (
 // Config configures a Reconciler.
 type Config struct {
 	Store *leasedo.Store
-	// Forge is GitHub. nil: no credentials, only the seed's integrity pass
+	// Forge is GitHub. nil: no credentials, only the integrity pass
 	// (stale leases, duplicates, bounced entries) runs.
 	Forge *forge.Client
-	// Options are the eligibility triggers (SPEC §4).
+	// Options are the eligibility triggers (docs/queue.md).
 	Options rules.Options
 	// Syncer moves a queue on after its resync: the engine's, so that both
 	// decide the same way (default: one of the Reconciler's own, on Forge,
@@ -137,9 +137,9 @@ func New(cfg Config) *Reconciler {
 	return r
 }
 
-// Pass runs the seed's /reconcile for k now, followed by the resync from
+// Pass runs reconcile (docs/lease-protocol.md) for k now, followed by the resync from
 // GitHub unless there is no Forge or k's installation is suspended, and
-// returns the seed's answer. A lease held by someone else answers
+// returns POST /reconcile's answer. A lease held by someone else answers
 // *leasedo.LockedError (the caller answers 409); a resync error is returned
 // with the answer of what was already fixed.
 func (r *Reconciler) Pass(ctx context.Context, k leasedo.Key) (leasedo.ReconcileAnswer, error) {
@@ -166,7 +166,7 @@ func (r *Reconciler) pass(ctx context.Context, k leasedo.Key, resync bool) (leas
 
 	var locked *leasedo.LockedError
 	if errors.As(err, &locked) {
-		log.Info().Str("held_by", locked.HeldBy).Dur("expires_in", locked.ExpiresIn).
+		log.Info().Str("held_by", locked.HeldBy).Int64("expires_in_ms", locked.ExpiresIn.Milliseconds()).
 			Msgf("lease held by %s, skipping; next pass reconciles", locked.HeldBy)
 		return ans, err
 	}
@@ -174,7 +174,7 @@ func (r *Reconciler) pass(ctx context.Context, k leasedo.Key, resync bool) (leas
 		log.Warn().Str("held_by", sl.HeldBy).Int64("age_ms", sl.AgeMS).Msg("dead lease force-released")
 	}
 	for _, f := range ans.Results.Fixed {
-		log.Info().Int("pr", f.PRNumber).Str("sha", f.PRSha).Str("fix", f.Fix).Str("detail", f.Detail).Msg("reconcile fixed")
+		log.Info().Int("pr", f.PRNumber).Str("sha", f.PRSha).Str("fix", f.Fix).Func(strIf("detail", f.Detail)).Msg("reconcile fixed")
 	}
 	changed := len(ans.Results.Fixed) > 0 || len(ans.Results.StaleLeases) > 0
 	ev := log.Debug()
@@ -184,8 +184,8 @@ func (r *Reconciler) pass(ctx context.Context, k leasedo.Key, resync bool) (leas
 	if err != nil {
 		ev = log.Warn().Err(err)
 	}
-	ev.Int("fixed", len(ans.Results.Fixed)).Int("staleLeases", len(ans.Results.StaleLeases)).
-		Int("queueLength", ans.QueueLength).Bool("resync", resync).Dur("took", time.Since(start)).
+	ev.Int("fixed", len(ans.Results.Fixed)).Int("stale_leases", len(ans.Results.StaleLeases)).
+		Int("queue_length", ans.QueueLength).Bool("resync", resync).Int64("took_ms", time.Since(start).Milliseconds()).
 		Msg("reconcile pass")
 	if changed && r.onChange != nil {
 		r.onChange(k)

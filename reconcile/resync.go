@@ -336,7 +336,7 @@ func (r *Reconciler) recent(it leasedo.Item, now time.Time) bool {
 	return now.UnixMilli()-last < r.grace.Milliseconds()
 }
 
-// ineligibility applies SPEC §4's rule to a PR as the API lists it.
+// ineligibility applies the eligibility rule (docs/queue.md) to a PR as the API lists it.
 func (r *Reconciler) ineligibility(pr forge.PR) string {
 	return rules.Ineligibility(rules.Eligibility{State: pr.State, Draft: pr.Draft, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, r.opts)
 }

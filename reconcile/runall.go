@@ -28,7 +28,7 @@ type Summary struct {
 	// Suspended: repositories of a suspended installation, paused.
 	Suspended int `json:"suspended"`
 	// Deferred: the resync waits for the next pass because the tenant's
-	// rate limit ran low (the seed's integrity part still ran).
+	// rate limit ran low (the integrity part still ran).
 	Deferred int `json:"deferred"`
 	// Gone: tracked, but GitHub no longer lists the installation or the
 	// repository (uninstalled while mergegate was down): integrity only.
@@ -57,7 +57,7 @@ const (
 )
 
 // RunAll is one cron pass: discovery (the App's installations and their
-// repositories are tracked), then the seed's /reconcile and the resync for
+// repositories are tracked), then reconcile and the resync for
 // every tracked repository of a non-suspended installation, Concurrency at
 // a time, taken round-robin over the installations (each installation's
 // requests are bounded by InstallationConcurrency). A tenant whose rate
@@ -128,8 +128,8 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 
 	r.log.Info().Int("discovered", sum.Discovered).Int("repos", sum.Repos).Int("reconciled", sum.Reconciled).
 		Int("skipped", sum.Skipped).Int("suspended", sum.Suspended).Int("deferred", sum.Deferred).Int("gone", sum.Gone).
-		Int("unfinished", sum.Unfinished).Int("failed", sum.Failed).Int("fixed", sum.Fixed).Int("staleLeases", sum.StaleLeases).
-		Strs("rateLimited", sum.RateLimited).Dur("took", sum.Took).Msg("reconcile run")
+		Int("unfinished", sum.Unfinished).Int("failed", sum.Failed).Int("fixed", sum.Fixed).Int("stale_leases", sum.StaleLeases).
+		Strs("rate_limited", sum.RateLimited).Int64("took_ms", sum.Took.Milliseconds()).Msg("reconcile run")
 	switch {
 	case sum.Unfinished > 0:
 		return sum, fmt.Errorf("reconcile run ended early (%w): %d of %d repositories left for the next pass", context.Cause(ctx), sum.Unfinished, sum.Repos)

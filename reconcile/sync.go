@@ -314,7 +314,7 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			return false, 0, err
 		}
 		if changed {
-			log.Debug().Str("status", a.Status).Str("reason", a.Reason).Msg("waits")
+			log.Debug().Str("status", a.Status).Func(strIf("reason", a.Reason)).Msg("waits")
 		}
 		if a.Retry {
 			handled[it.PRNumber] = true
@@ -327,7 +327,7 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 		if sha == "" {
 			sha = it.PRSha
 		}
-		log.Info().Str("reason", a.Reason).Str("new_sha", a.Sha).Str("base", a.Base).Msg("gated again")
+		log.Info().Str("reason", a.Reason).Func(strIf("new_sha", a.Sha)).Func(strIf("base", a.Base)).Msg("gated again")
 		_, err := s.store.Reevaluate(ctx, l, it.PRNumber, sha, a.Base, a.Reason)
 		return true, 0, err
 
@@ -387,7 +387,7 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 	log := s.prLog(k, it.PRNumber, it.PRSha)
 	mergeSHA, err := s.gh.Merge(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha, a.Method)
 	if err == nil {
-		log.Info().Str("method", a.Method).Str("merge_sha", mergeSHA).Str("method_note", a.MethodNote).Msg("merged")
+		log.Info().Str("method", a.Method).Str("merge_sha", mergeSHA).Func(strIf("method_note", a.MethodNote)).Msg("merged")
 		return true, 0, s.merged(ctx, l, it, a)
 	}
 	if forge.IsTransient(err) {
@@ -571,4 +571,14 @@ func minRetry(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+// strIf adds key to a log line only when val is not empty: a line leaves
+// out what does not apply rather than carry an empty key.
+func strIf(key, val string) func(*zerolog.Event) {
+	return func(e *zerolog.Event) {
+		if val != "" {
+			e.Str(key, val)
+		}
+	}
 }

@@ -8,7 +8,7 @@ import (
 // DefaultTriggerLabel is the label that puts a PR in the queue by default.
 const DefaultTriggerLabel = "automerge"
 
-// Options says which triggers make a pull request eligible (SPEC §4).
+// Options says which triggers make a pull request eligible (docs/queue.md).
 // The zero value has both triggers off; start from DefaultOptions.
 type Options struct {
 	// TriggerLabel puts a PR in the queue; "" turns the label trigger off.
@@ -31,7 +31,7 @@ type Eligibility struct {
 	AutoMerge bool // auto_merge is not null
 }
 
-// Ineligibility says why a pull request is not eligible (SPEC §4), "" when
+// Ineligibility says why a pull request is not eligible (docs/queue.md), "" when
 // it is: open, not a draft, and carrying the trigger label or with
 // auto-merge enabled (each trigger can be off).
 func Ineligibility(e Eligibility, opt Options) string {

@@ -1,6 +1,6 @@
 // Package webhook turns a signed GitHub delivery into a stored
-// leasedo.Delivery and a stored delivery into the seed's /event calls, per
-// SPEC §3 and §4.
+// leasedo.Delivery and a stored delivery into /event calls, per
+// docs/queue.md and docs/lease-protocol.md.
 //
 //   - signature.go: Secrets (rotation), Verify and Sign. Only
 //     X-Hub-Signature-256 (HMAC-SHA256) is accepted; the legacy SHA-1

@@ -62,7 +62,7 @@ type HandlerConfig struct {
 	after func(time.Duration) <-chan time.Time
 }
 
-// NewHandler returns the POST /webhook handler (SPEC §3). Checks run in this
+// NewHandler returns the POST /webhook handler (docs/queue.md). Checks run in this
 // order: method (405), content type (415), size (413; 503 when the bodies
 // in flight fill the budget), signature (401), headers, lengths and JSON
 // (400), then the delivery is stored (202; 503 when the inbox fails). A
@@ -416,12 +416,15 @@ func (h *handler) log(o outcome) {
 	default:
 		ev = h.cfg.Logger.Info()
 	}
-	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).
-		Str("event", o.d.Event).
-		Str("action", o.d.Action).
-		Str("tenant", o.d.Tenant).
-		Str("repo", o.d.Repo).
-		Int("status", o.status)
+	// A key whose value is unknown (a ping has no action, a refused
+	// delivery no repository) is left out rather than logged empty.
+	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).Str("event", o.d.Event)
+	for _, kv := range [...][2]string{{"action", o.d.Action}, {"tenant", o.d.Tenant}, {"repo", o.d.Repo}} {
+		if kv[1] != "" {
+			ev = ev.Str(kv[0], kv[1])
+		}
+	}
+	ev = ev.Int("status", o.status)
 	if o.duplicate {
 		ev = ev.Bool("duplicate", true)
 	}

@@ -43,8 +43,8 @@ type Push struct {
 	After string // the branch's new head sha
 }
 
-// Translate turns a stored delivery into seed /event calls and the other
-// changes it asks for (SPEC §4). Events carry the delivery's Tenant and Repo.
+// Translate turns a stored delivery into /event calls and the other
+// changes it asks for (docs/queue.md). Events carry the delivery's Tenant and Repo.
 // Checks are never trusted from a payload: gate events carry no gateResult,
 // the gate is read from GitHub later. An error wraps ErrMalformed.
 func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
@@ -69,7 +69,7 @@ func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 	return Translation{Ignored: fmt.Sprintf("event type %s is not acted on", quoted(d.Event))}, nil
 }
 
-// OpOf maps the seed's /event vocabulary (SPEC §3), which is GitHub's event
+// OpOf maps the /event vocabulary (docs/lease-protocol.md), which is GitHub's event
 // types and actions, to the queue operation it asks for. It is the only
 // reading of GitHub's action strings; Translate uses it after it has
 // checked a delivery's payload (eligibility, a base change).

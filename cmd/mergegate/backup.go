@@ -29,6 +29,7 @@ func backupSettings() []setting {
 func backupCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "backup")
 	v, err := parseSettings(fs, backupSettings(), args)
 	if err != nil {
 		return err
@@ -40,8 +41,8 @@ func backupCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	if _, err := os.Stat(src); err != nil {
-		return fmt.Errorf("--db: %w", err)
+	if err := existingDB(v); err != nil {
+		return err
 	}
 	credsSrc, credsDst := app.CredentialsPath(src), app.CredentialsPath(dst)
 	for _, p := range []string{dst, credsDst} {

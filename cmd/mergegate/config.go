@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,7 +16,7 @@ import (
 	"github.com/mergegate/mergegate/app"
 )
 
-// setting is one flag with its environment variable (SPEC §1).
+// setting is one flag with its environment variable (README, Configuration).
 type setting struct {
 	name, env, def, usage string
 }
@@ -72,8 +73,50 @@ func (b *boolString) Set(s string) error {
 func (b *boolString) IsBoolFlag() bool { return true }
 
 // values is a parsed command line: every setting resolved as flag, then
-// environment, then config file, then default.
+// environment, then config file, then default. Where each value came from
+// is kept beside it under sourcePrefix+name (no setting's name has a
+// colon), so that an error about a value can name what held it.
 type values map[string]string
+
+const sourcePrefix = "source:"
+
+// source says where the value of setting name came from: "--name" for the
+// command line and the default, the environment variable, or the config
+// file's key.
+func (v values) source(name string) string {
+	if s := v[sourcePrefix+name]; s != "" {
+		return s
+	}
+	return "--" + name
+}
+
+var flagInError = regexp.MustCompile(`--[a-z][a-z0-9-]*`)
+
+// explain adds to err, for every setting it names by its --flag whose value
+// came from the environment or the config file, where that value came
+// from: the user set MERGEGATE_LEASE_TTL, not --lease-ttl, and looks there.
+func (v values) explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	var from []string
+	seen := map[string]bool{}
+	for _, f := range flagInError.FindAllString(msg, -1) {
+		name := strings.TrimPrefix(f, "--")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if src := v.source(name); src != f {
+			from = append(from, f+" was set by "+src)
+		}
+	}
+	if len(from) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(from, "; "))
+}
 
 // parseSettings defines list on fs, parses args and resolves each setting.
 func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, error) {
@@ -107,6 +150,7 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 	}
 	// The config file's own location: flag, then environment.
 	var file map[string]string
+	var configPath string
 	for _, s := range list {
 		if s.name != "config" {
 			continue
@@ -118,6 +162,7 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 			}
 		}
 		if path != "" {
+			configPath = path
 			var err error
 			if file, err = readConfigFile(path, list); err != nil {
 				return nil, err
@@ -130,8 +175,10 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 		if !set[s.name] {
 			if ev, ok := env(s); ok {
 				v = ev
+				out[sourcePrefix+s.name] = s.env
 			} else if fv, ok := file[s.name]; ok {
 				v = fv
+				out[sourcePrefix+s.name] = "key " + s.name + " in the config file " + configPath
 			}
 		}
 		out[s.name] = v
@@ -176,8 +223,14 @@ func readConfigFile(path string, list []setting) (map[string]string, error) {
 	return out, nil
 }
 
-// appConfig converts resolved settings into app.Config, naming a bad value.
+// appConfig converts resolved settings into app.Config. An error names the
+// bad value's flag, and the variable or config key that held it.
 func (v values) appConfig() (app.Config, error) {
+	c, err := v.parseAppConfig()
+	return c, v.explain(err)
+}
+
+func (v values) parseAppConfig() (app.Config, error) {
 	c := app.Config{
 		Addr: v["addr"], AdminAddr: v["admin-addr"], DB: v["db"], Sync: v["sync"],
 		WebhookSecret: v["webhook-secret"], PrivateKeyPath: v["private-key"], GitHubURL: v["github-url"],

@@ -179,3 +179,65 @@ func TestDeployExamplesAreValid(t *testing.T) {
 		}
 	}
 }
+
+// A bad value's error names what held it: the flag when it was given on
+// the command line, else the environment variable or the config file's key
+// the user has to go and fix.
+func TestConfigErrorsNameTheSourceOfTheBadValue(t *testing.T) {
+	clearEnv(t)
+	file := writeConfig(t, "lease-ttl: soon\n")
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    []string
+		notWant string
+	}{
+		{"flag", nil, []string{"--lease-ttl", "soon"}, []string{`--lease-ttl "soon"`}, "was set by"},
+		{"environment", map[string]string{"MERGEGATE_LEASE_TTL": "soon"}, nil,
+			[]string{`--lease-ttl "soon"`, "--lease-ttl was set by MERGEGATE_LEASE_TTL"}, ""},
+		{"config file", nil, []string{"--config", file},
+			[]string{`--lease-ttl "soon"`, "--lease-ttl was set by key lease-ttl in the config file " + file}, ""},
+		{"validation, environment", map[string]string{"MERGEGATE_MERGE_METHOD": "fast-forward"}, nil,
+			[]string{`--merge-method "fast-forward"`, "--merge-method was set by MERGEGATE_MERGE_METHOD"}, ""},
+		{"bool, environment", map[string]string{"MERGEGATE_AUTO_MERGE_TRIGGER": "perhaps"}, nil,
+			[]string{"--auto-merge-trigger was set by MERGEGATE_AUTO_MERGE_TRIGGER"}, ""},
+		{"two settings, one from the environment", map[string]string{"GITHUB_APP_ID": "12"}, nil,
+			[]string{"--app-id and --private-key go together", "--app-id was set by GITHUB_APP_ID"}, "--private-key was set"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, val := range c.env {
+				t.Setenv(k, val)
+			}
+			v, err := parse(t, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.appConfig()
+			if err == nil {
+				t.Fatal("a bad value accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if c.notWant != "" && strings.Contains(err.Error(), c.notWant) {
+				t.Errorf("error %q says %q", err, c.notWant)
+			}
+		})
+	}
+}
+
+// The logger's settings are named the same way, through serve itself.
+func TestServeLogLevelErrorNamesTheVariable(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("MERGEGATE_LOG_LEVEL", "loud")
+	t.Setenv("MERGEGATE_DB", filepath.Join(t.TempDir(), "m.db"))
+	var stderr strings.Builder
+	code := run([]string{"serve"}, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--log-level was set by MERGEGATE_LOG_LEVEL") {
+		t.Fatalf("exit %d, stderr %q: want 2 and the variable named", code, stderr.String())
+	}
+}

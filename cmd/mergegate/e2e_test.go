@@ -277,6 +277,12 @@ func TestBinaryCommands(t *testing.T) {
 		t.Fatalf("help serve: %d %s", code, out)
 	}
 	db := filepath.Join(t.TempDir(), "m.db")
+	if out, code := run("migrate", "--db", db); code != 1 || !strings.Contains(out, "does not exist") {
+		t.Fatalf("migrate of a missing file: %d %s", code, out)
+	}
+	if err := os.WriteFile(db, nil, 0o600); err != nil { // an empty file: an empty database
+		t.Fatal(err)
+	}
 	if out, code := run("migrate", "--db", db); code != 0 || !strings.Contains(out, fmt.Sprintf("0 -> %d", migrations.Latest())) {
 		t.Fatalf("migrate: %d %s", code, out)
 	}

@@ -92,34 +92,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 // usageError is a bad command line (exit 2).
 type usageError struct{ error }
 
+// help prints the command list, or what `mergegate NAME -h` prints.
 func help(args []string, stdout io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(stdout)
 	switch args[0] {
-	case "serve":
-		parseSettings(fs, serveSettings, nil) //nolint:errcheck
-	case "migrate":
-		parseSettings(fs, dbSettings(), nil) //nolint:errcheck
-	case "backup":
-		parseSettings(fs, backupSettings(), nil) //nolint:errcheck
-	case "reconcile":
-		parseSettings(fs, reconcileSettings(), nil) //nolint:errcheck
-	case "replay":
-		parseSettings(fs, replaySettings, nil) //nolint:errcheck
-	default:
-		fmt.Fprint(stdout, usage)
+	case "version", "help":
+		printCommandHelp(stdout, args[0], nil)
+		return 0
+	}
+	if _, ok := commandHelp[args[0]]; !ok {
+		fmt.Fprintf(stdout, "mergegate help: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	fmt.Fprintf(stdout, "mergegate %s flags:\n", args[0])
-	fs.PrintDefaults()
-	return 0
+	return run([]string{args[0], "-h"}, stdout, stdout)
 }
 
 func versionString() string {
+	return fmt.Sprintf("mergegate %s (commit %s, schema version %d)", version, buildCommit(), migrations.Latest())
+}
+
+// buildCommit is the commit stamped in by -ldflags, else the one the Go
+// toolchain recorded, else "unknown".
+func buildCommit() string {
 	c := commit
 	if c == "" {
 		if bi, ok := debug.ReadBuildInfo(); ok {
@@ -133,7 +130,7 @@ func versionString() string {
 	if c == "" {
 		c = "unknown"
 	}
-	return fmt.Sprintf("mergegate %s (commit %s, schema version %d)", version, c, migrations.Latest())
+	return c
 }
 
 func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
@@ -145,11 +142,25 @@ func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
 	switch v["log-format"] {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+		// Colour codes only for a terminal: in a file, a pipe or the
+		// journal they are noise (and NO_COLOR turns them off anywhere).
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339,
+			NoColor: !isTerminal(stderr) || os.Getenv("NO_COLOR") != ""}
 	default:
 		return zerolog.Logger{}, usageError{fmt.Errorf("--log-format %q: want json or console", v["log-format"])}
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// isTerminal: w is a character device (a terminal), not a file, a pipe or
+// a socket such as the journal's.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // newApp builds mergegate from resolved settings: the logger, then the
@@ -157,12 +168,13 @@ func newLogger(v values, stderr io.Writer) (zerolog.Logger, error) {
 func newApp(ctx context.Context, v values, stderr io.Writer) (*app.App, zerolog.Logger, error) {
 	log, err := newLogger(v, stderr)
 	if err != nil {
-		return nil, log, err
+		return nil, log, v.explain(err)
 	}
 	cfg, err := v.appConfig()
 	if err != nil {
 		return nil, log, usageError{err}
 	}
+	cfg.Version, cfg.Commit = version, buildCommit()
 	a, err := app.New(ctx, cfg, log)
 	return a, log, err
 }
@@ -170,6 +182,7 @@ func newApp(ctx context.Context, v values, stderr io.Writer) (*app.App, zerolog.
 func serve(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "serve")
 	v, err := parseSettings(fs, serveSettings, args)
 	if err != nil {
 		return err
@@ -207,8 +220,15 @@ func dbSettings() []setting {
 func migrate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "migrate")
 	v, err := parseSettings(fs, dbSettings(), args)
 	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if err := existingDB(v); err != nil {
 		return err
 	}
 	ctx := context.Background()
@@ -246,6 +266,7 @@ func reconcileSettings() []setting {
 func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "reconcile")
 	v, err := parseSettings(fs, reconcileSettings(), args)
 	if err != nil {
 		return err
@@ -259,6 +280,9 @@ func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 	// A running server is asked first: it acts on what the pass repairs.
 	if err := reconcileViaServer(ctx, v, k, stdout, stderr); !errors.Is(err, errNoServer) {
 		return err
+	}
+	if err := existingDB(v); err != nil {
+		return fmt.Errorf("no server answers at --admin-addr %s, and %w", v["admin-addr"], err)
 	}
 	fmt.Fprintf(stderr, "mergegate reconcile: no server answers at --admin-addr %s; running the pass on the database %s directly\n", v["admin-addr"], v["db"])
 	a, _, err := newApp(ctx, v, stderr)

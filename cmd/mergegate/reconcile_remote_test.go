@@ -87,6 +87,9 @@ func TestReconcileCommandReachesRunningServer(t *testing.T) {
 // stderr says so.
 func TestReconcileCommandWithoutServerUsesDatabase(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "m.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out, errOut, code := runReconcile(t, "--admin-addr", closedAddr(t), "--db", db, "--tenant", "1", "--repo", "a/b")
 	if code != 0 || !strings.Contains(out, `"staleLeases": []`) {
 		t.Fatalf("reconcile: %d\nstdout %s\nstderr %s", code, out, errOut)
@@ -94,8 +97,8 @@ func TestReconcileCommandWithoutServerUsesDatabase(t *testing.T) {
 	if !strings.Contains(errOut, "no server answers") || !strings.Contains(errOut, "directly") {
 		t.Fatalf("stderr does not say the database was used: %s", errOut)
 	}
-	if _, err := os.Stat(db); err != nil {
-		t.Fatalf("the database was not opened: %v", err)
+	if fi, err := os.Stat(db); err != nil || fi.Size() == 0 {
+		t.Fatalf("the database was not opened and migrated: %v", err)
 	}
 }
 

@@ -39,10 +39,7 @@ var replayBools = []string{"offline", "strict", "as-fast-as-possible"}
 func replayCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mergegate replay [flags] FILE|DIR...\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, "replay")
 	v, err := parseSettings(fs, replaySettings, args)
 	if err != nil {
 		return err

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Records carry JSON names in the style of SPEC §8's replay output.
+// Records carry JSON names in the style of offline replay's output (docs/replay.md).
 
 // Merge is a successful merge.
 type Merge struct {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+)
+
+// commandHelp is what `mergegate help NAME` and `mergegate NAME -h` print,
+// in one format: the synopsis, what the command does, then its flags.
+var commandHelp = map[string]struct{ synopsis, about string }{
+	"serve": {"serve [flags]",
+		"Run the App: the webhook listener, the queues and their engine, the cron,\n" +
+			"the admin API, the dashboard and /metrics. The first start creates and\n" +
+			"migrates the database (--db)."},
+	"replay": {"replay [flags] FILE|DIR...",
+		"Send recorded deliveries (serve --record DIR) to a running mergegate at --url,\n" +
+			"signed with --webhook-secret, or with --offline run them in-process against\n" +
+			"a fake GitHub built from them and print the final state as JSON. Flags go\n" +
+			"before the files. The guide: docs/replay.md."},
+	"reconcile": {"reconcile --tenant T --repo R [flags]",
+		"Run the cron's pass for one repository now. A server answering at\n" +
+			"--admin-addr runs it (POST /reconcile), so that it acts on what the pass\n" +
+			"repairs; when none answers, the pass runs on the database --db, which must\n" +
+			"exist."},
+	"migrate": {"migrate [--db FILE]",
+		"Apply the database migrations to --db, which must exist, and print the\n" +
+			"schema version before and after. serve migrates on start as well; migrate\n" +
+			"does it ahead of a restart, or on a copy to see how long it takes."},
+	"backup": {"backup --db FILE --to COPY",
+		"Copy the database --db, which must exist, to --to while mergegate runs (a\n" +
+			"consistent snapshot), with its credentials file beside it, and check the\n" +
+			"copy's integrity and schema version."},
+	"version": {"version", "Print the version, the commit and the schema version this binary expects."},
+	"help":    {"help [COMMAND]", "Print the list of commands, or one command's help."},
+}
+
+// setUsage makes fs's -h print the command's help in the one format.
+func setUsage(fs *flag.FlagSet, name string) {
+	fs.Usage = func() { printCommandHelp(fs.Output(), name, fs) }
+}
+
+func printCommandHelp(w io.Writer, name string, fs *flag.FlagSet) {
+	h := commandHelp[name]
+	fmt.Fprintf(w, "usage: mergegate %s\n\n%s\n", h.synopsis, h.about)
+	if fs == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nflags (one marked (env NAME) also reads that variable; a flag wins over\nthe environment, which wins over the --config file's key of the same name):\n")
+	fs.PrintDefaults()
+}
