@@ -7,7 +7,8 @@ import (
 	"fmt"
 )
 
-// Item is a queue entry with what the engine keeps beside the seed's fields.
+// Item is a queue entry with what the sync keeps beside the entry's
+// fields of POST /event's protocol (docs/lease-protocol.md).
 type Item struct {
 	Entry
 	GateReason       string `json:"gateReason,omitempty"`
@@ -59,7 +60,7 @@ func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 	return out, nil
 }
 
-// Queue returns the queue of k in the seed's shape.
+// Queue returns the queue of k in the protocol's shape (docs/lease-protocol.md).
 func (s *Store) Queue(ctx context.Context, k Key) ([]Entry, error) {
 	its, err := s.Items(ctx, k)
 	if err != nil {
@@ -220,7 +221,7 @@ type CheckRunEnd struct {
 
 // Bounce takes pr at sha out of the queue (status bounced): its author must
 // fix something, and reason is the sentence they read. gateFailed marks a
-// failed gate (audit gate_failure before bounce, as the seed has it). The
+// failed gate (audit gate_failure before bounce, as the protocol has it). The
 // check run ends with end.
 func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string, gateFailed bool, end CheckRunEnd) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {

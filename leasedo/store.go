@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// Config holds the seed's timing rules.
+// Config holds the lease's timing rules (docs/lease-protocol.md).
 type Config struct {
-	TTL   time.Duration // active → stale (seed: 30 s)
-	Dead  time.Duration // stale → dead, force-released by reconcile (seed: 90 s)
+	TTL   time.Duration // active → stale (default 30 s)
+	Dead  time.Duration // stale → dead, force-released by reconcile (default 90 s)
 	Clock Clock
 }
 
@@ -29,7 +29,7 @@ type Store struct {
 	beforeApply func(Event)
 }
 
-// NewStore returns a Store over db. Zero durations take the seed's values.
+// NewStore returns a Store over db. Zero durations take the defaults.
 func NewStore(db *DB, cfg Config) *Store {
 	s := &Store{db: db, clock: cfg.Clock, ttl: cfg.TTL, dead: cfg.Dead}
 	if s.clock == nil {
@@ -59,7 +59,7 @@ type Result struct {
 	QueueLength int    `json:"queueLength"`
 }
 
-// ProcessEvent is the seed's process_event: acquire, apply, release. The
+// ProcessEvent is POST /event: acquire, apply, release. The
 // release runs in a deferred call, so it happens on error and on panic too.
 // A held lease answers *LockedError and nothing is written.
 func (s *Store) ProcessEvent(ctx context.Context, ev Event, by string) (res Result, err error) {
@@ -100,7 +100,7 @@ func (s *Store) Apply(ctx context.Context, l *Lease, ev Event) (Result, error) {
 	return res, err
 }
 
-// apply is the seed's _processEvent inside a transaction: the event is
+// apply applies one event inside a transaction: the event is
 // logged, then its Op performed.
 func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 	if s.beforeApply != nil {
@@ -141,7 +141,7 @@ func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 	return Result{Result: result, QueueLength: n}, nil
 }
 
-// joinEntry is the seed's _queueJoin. A PR already queued answers already_queued
+// joinEntry adds pr to the queue. A PR already queued answers already_queued
 // (double-staging prevention). One exception: a bounced entry is replaced by
 // a fresh one, so that re-adding the trigger label after a fix rejoins the PR
 // instead of waiting for reconcile to sweep the bounced entry.
@@ -181,7 +181,7 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 	return ResultJoined, nil
 }
 
-// leaveEntry is the seed's _queueLeave: a PR not in the queue leaves silently.
+// leaveEntry takes pr out of the queue: a PR not in the queue leaves silently.
 // A bounced entry leaves too (its check run was ended when it bounced).
 // The entry's check run is ended with the reason (the outbox).
 func leaveEntry(ctx context.Context, tx *wtx, k Key, pr int, now int64, reason string) (string, error) {

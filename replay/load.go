@@ -34,7 +34,7 @@ const GoldenSuffix = ".golden"
 // Required is per base branch, for every repository of the replay: the
 // branch protection's required status checks ("contexts") and "require
 // branches to be up to date" ("strict"). Without it no check is required,
-// so every check reported on a sha is (SPEC §4). Behind lists the pull
+// so every check reported on a sha is. Behind lists the pull
 // requests whose head starts behind its base (a push to the base branch
 // also puts the open pull requests of that base behind).
 type Scenario struct {
@@ -131,7 +131,7 @@ func Load(paths []string, strict bool) (in Input, skipped []error, err error) {
 	return in, skipped, nil
 }
 
-// ReadRecorded reads one recorded delivery (SPEC §8): a JSON object with a
+// ReadRecorded reads one recorded delivery (docs/replay.md): a JSON object with a
 // non-empty "event" and "delivery" and a "payload" object. Any other file
 // answers a *BadInputError that names it.
 func ReadRecorded(path string) (app.Recorded, error) {

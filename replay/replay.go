@@ -1,4 +1,4 @@
-// Package replay runs recorded webhook deliveries (`serve --record`, SPEC §8)
+// Package replay runs recorded webhook deliveries (`serve --record`, docs/replay.md)
 // offline: in-process, through the App that `serve` builds, against a fake
 // GitHub made from the deliveries themselves, and prints the final state.
 // It also reads recordings and their scenario.json (load.go), for the
@@ -61,7 +61,7 @@ type Options struct {
 	SettleTimeout time.Duration
 }
 
-// State is the printed result of an offline replay (SPEC §8).
+// State is the printed result of an offline replay (docs/replay.md).
 type State struct {
 	Repos []RepoState `json:"repos"`
 }
@@ -115,7 +115,7 @@ var replayEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 const replaySecret = "mergegate-offline-replay"
 
 // Offline runs recorded deliveries in-process against a fake GitHub
-// and returns the final state as indented JSON (SPEC §8).
+// and returns the final state as indented JSON (docs/replay.md).
 //
 // The App is built by app.New, as `serve` builds it, on a database in a
 // temporary folder, and runs without listeners or cron (App.StartEngine):

@@ -6,7 +6,7 @@ import (
 	"github.com/mergegate/mergegate/rules"
 )
 
-// TestIneligibility states the eligibility rule (SPEC §4), one row each:
+// TestIneligibility states the eligibility rule (docs/queue.md), one row each:
 // open, not a draft, and carrying the trigger label or with auto-merge
 // enabled, each trigger on or off. The webhook translator and the sync
 // both ask it; "" is eligible.
