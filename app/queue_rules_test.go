@@ -297,7 +297,7 @@ func TestPostedGateResultNeverMergesARunningCheck(t *testing.T) {
 	body := `{"eventType":"check_run","tenant":"1","repo":"Codertocat/Hello-World","action":"completed","prNumber":7,` +
 		`"details":{"sha":"` + shaA + `","gateResult":"success"}}`
 	h.settle()
-	// 409 is the seed's answer while a worker holds the lease: try again.
+	// 409 is the lease protocol's answer while a worker holds the lease: try again.
 	h.eventually("POST /event answered 200", func() bool {
 		resp, err := http.Post(h.admin+"/event", "application/json", strings.NewReader(body))
 		if err != nil {

@@ -48,7 +48,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
-// BenchmarkProcessEvent: the seed's process_event (acquire, apply, release:
+// BenchmarkProcessEvent: POST /event's process (acquire, apply, release:
 // three transactions), a join then a leave of the same PR, alternating, on
 // one repo or spread over 100.
 func BenchmarkProcessEvent(b *testing.B) {

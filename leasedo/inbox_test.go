@@ -775,7 +775,7 @@ func TestBatchTrackForgetSuspend(t *testing.T) {
 	}
 }
 
-// The seed's "cron skips a held lease" at the store level, with the inbox:
+// The lease protocol's "cron skips a held lease" at the store level, with the inbox:
 // while "admin" holds the lease 100 deliveries arrive; every worker pass is
 // answered locked and consumes nothing; after the release one pass drains
 // them: all 100 applied, in arrival order, none lost, none applied twice.

@@ -54,7 +54,7 @@ func mustProcess(t *testing.T, s *Store, ev Event) Result {
 	return r
 }
 
-// The seed's TTL table: 0–30 s active, 30–90 s stale, 90 s+ dead.
+// The lease's TTL table (docs/lease-protocol.md): 0–30 s active, 30–90 s stale, 90 s+ dead.
 func TestLeaseTTLTable(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -153,7 +153,7 @@ func TestAcquireLockedAndRelease(t *testing.T) {
 	}
 }
 
-// The store applies each typed op; what GitHub's and the seed's vocabulary
+// The store applies each typed op; what GitHub's vocabulary (POST /event's too)
 // map to is the webhook package's (TestSeedVocabulary there).
 func TestOps(t *testing.T) {
 	ctx := context.Background()
@@ -206,7 +206,7 @@ func TestOps(t *testing.T) {
 }
 
 // The transitions a sync applies after deciding: wait, block, bounce,
-// merged, each audited as the seed has it and each ending the check run
+// merged, each audited as the protocol has it and each ending the check run
 // through the outbox.
 func TestTransitions(t *testing.T) {
 	ctx := context.Background()

@@ -67,7 +67,7 @@ type State struct {
 }
 
 // RepoState is one (tenant, repo): its queue, audit and events in the
-// seed's shapes, and what mergegate did on GitHub.
+// protocol's shapes (docs/lease-protocol.md), and what mergegate did on GitHub.
 type RepoState struct {
 	Tenant        string                `json:"tenant"`
 	Repo          string                `json:"repo"`

@@ -105,7 +105,7 @@ func (l *liveApp) settle() {
 	}
 }
 
-// TestReplayRoundTrip is the round trip of SPEC §8 for every scenario: the
+// TestReplayRoundTrip is the round trip of docs/replay.md for every scenario: the
 // real app.App serves with --record, against a fake GitHub built from the
 // deliveries as an offline replay builds it; the scenario's deliveries are
 // sent to it over HTTP; then the folder it recorded is replayed offline.

@@ -299,8 +299,8 @@ func TestAutoMergeMethodIsCarried(t *testing.T) {
 	}
 }
 
-// The seed's /event vocabulary, which is GitHub's, and the queue operation
-// each asks for (SPEC §3).
+// POST /event's vocabulary, which is GitHub's, and the queue operation
+// each asks for (docs/lease-protocol.md).
 func TestSeedVocabulary(t *testing.T) {
 	for _, c := range []struct {
 		eventType, action string
