@@ -90,7 +90,7 @@ func TestLeaseAgesRunAll(t *testing.T) {
 	}
 }
 
-// Without GitHub (no Forge) only the seed's integrity pass runs.
+// Without GitHub (no Forge) only the integrity pass runs.
 func TestPassWithoutForge(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Forge = nil })
 	e.join("octo/app", 1, "a")

@@ -202,7 +202,7 @@ func TestBinaryAdminAPI(t *testing.T) {
 	for i, st := range steps {
 		r := call(t, st.method, s.admin+st.path, "", st.body)
 		// The engine takes the lease for a moment after a release (it
-		// drains the repository's inbox): a 409 then is the seed's answer
+		// drains the repository's inbox): a 409 then is the lease protocol's answer
 		// to a busy repository, and the caller tries again.
 		for try := 0; r.code == 409 && st.code != 409 && try < 100; try++ {
 			time.Sleep(10 * time.Millisecond)
