@@ -8,10 +8,8 @@
 //     configuration error, never an open door.
 //   - handler.go: the POST /webhook handler. It answers 202 only after the
 //     Inbox has committed the delivery; processing happens later.
-//   - parse.go: Parse, a cheap read of the few fields mergegate needs, and
-//     the payload structs.
-//   - scan.go: the one-pass validating scanner that decodes payloads into
-//     those structs exactly as encoding/json would, without reflection.
+//   - parse.go: Parse, a read of the few fields mergegate needs, and the
+//     small payload structs they are decoded into.
 //   - translate.go: Translate, from a stored delivery to queue events,
 //     installation changes and base-branch pushes.
 package webhook

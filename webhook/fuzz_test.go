@@ -1,7 +1,10 @@
 package webhook
 
 import (
+	"bytes"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -35,8 +38,9 @@ func FuzzVerify(f *testing.F) {
 	})
 }
 
-// FuzzTranslate: Parse and Translate never panic on arbitrary bytes, and
-// what Translate produces is well formed.
+// FuzzTranslate: Parse and Translate never panic on arbitrary bytes, refuse
+// what is not a JSON object with an ErrMalformed, and what Translate
+// produces is well formed.
 func FuzzTranslate(f *testing.F) {
 	for _, seed := range []struct{ event, file string }{
 		{"pull_request", "pull_request/opened.payload.json"},
@@ -56,6 +60,13 @@ func FuzzTranslate(f *testing.F) {
 	f.Add("", []byte("{}"))
 	f.Fuzz(func(t *testing.T, event string, body []byte) {
 		meta, err := Parse(event, body)
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("Parse err = %v, want an ErrMalformed", err)
+		}
+		object := json.Valid(body) && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{"))
+		if err == nil && !object {
+			t.Fatalf("Parse(%q) accepted what is not a JSON object", body)
+		}
 		d := leasedo.Delivery{ID: "fuzz", Event: event, Body: body}
 		if err == nil {
 			d.Action, d.Tenant, d.Repo = meta.Action, meta.Tenant, meta.Repo
@@ -63,7 +74,13 @@ func FuzzTranslate(f *testing.F) {
 		for _, opt := range []rules.Options{rules.DefaultOptions(), {}} {
 			tr, err := Translate(d, opt)
 			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("Translate err = %v, want an ErrMalformed", err)
+				}
 				continue
+			}
+			if !object {
+				t.Fatalf("Translate(%q) accepted what is not a JSON object", body)
 			}
 			if tr.Ignored != "" && (len(tr.Events) > 0 || tr.Install != nil || tr.Push != nil) {
 				t.Fatalf("ignored and acted on: %+v", tr)

@@ -63,7 +63,7 @@ func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 		return translateInstallation(d)
 	}
 	// Anything else (ping included) is still a JSON object we stored.
-	if err := decode(d.Body, envelopeFields, &envelope{}); err != nil {
+	if err := decode(d.Body, &envelope{}); err != nil {
 		return Translation{}, err
 	}
 	return Translation{Ignored: fmt.Sprintf("event type %s is not acted on", quoted(d.Event))}, nil
@@ -113,7 +113,7 @@ func needRepo(d leasedo.Delivery) error {
 
 func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 	var p prPayload
-	if err := decode(d.Body, prFields, &p); err != nil {
+	if err := decode(d.Body, &p); err != nil {
 		return Translation{}, err
 	}
 	pr := p.PullRequest
@@ -172,7 +172,7 @@ func ineligibility(pr *pullRequest, opt rules.Options) string {
 
 func translateReview(d leasedo.Delivery) (Translation, error) {
 	var p prPayload
-	if err := decode(d.Body, prFields, &p); err != nil {
+	if err := decode(d.Body, &p); err != nil {
 		return Translation{}, err
 	}
 	if p.Action != "submitted" && p.Action != "dismissed" {
@@ -198,13 +198,13 @@ func translateCheck(d leasedo.Delivery) (Translation, error) {
 	)
 	if d.Event == "check_suite" {
 		var p checkSuitePayload
-		if err := decode(d.Body, checkSuiteFields, &p); err != nil {
+		if err := decode(d.Body, &p); err != nil {
 			return Translation{}, err
 		}
 		action, c = p.Action, p.CheckSuite
 	} else {
 		var p checkRunPayload
-		if err := decode(d.Body, checkRunFields, &p); err != nil {
+		if err := decode(d.Body, &p); err != nil {
 			return Translation{}, err
 		}
 		action, c = p.Action, p.CheckRun
@@ -226,7 +226,7 @@ func translateCheck(d leasedo.Delivery) (Translation, error) {
 // (pending, success, failure, error), which reads well in the events log.
 func translateStatus(d leasedo.Delivery) (Translation, error) {
 	var p statusPayload
-	if err := decode(d.Body, statusFields, &p); err != nil {
+	if err := decode(d.Body, &p); err != nil {
 		return Translation{}, err
 	}
 	if p.Sha == "" {
@@ -240,7 +240,7 @@ func translateStatus(d leasedo.Delivery) (Translation, error) {
 
 func translatePush(d leasedo.Delivery) (Translation, error) {
 	var p pushPayload
-	if err := decode(d.Body, pushFields, &p); err != nil {
+	if err := decode(d.Body, &p); err != nil {
 		return Translation{}, err
 	}
 	branch, ok := strings.CutPrefix(p.Ref, "refs/heads/")
@@ -258,7 +258,7 @@ func translatePush(d leasedo.Delivery) (Translation, error) {
 
 func translateInstallation(d leasedo.Delivery) (Translation, error) {
 	var p installationPayload
-	if err := decode(d.Body, installationPayloadFields, &p); err != nil {
+	if err := decode(d.Body, &p); err != nil {
 		return Translation{}, err
 	}
 	tenant := d.Tenant
