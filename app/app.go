@@ -47,12 +47,6 @@ type Config struct {
 	// in one cron pass (redeliver.go); 0 turns the sweep off.
 	RedeliverBudget int
 
-	// RetryBase is the sync's first pause before it reads again what GitHub
-	// is still settling (mergeability, a branch update); it doubles up to
-	// 30 s. 0: the sync's default, 1 s. Offline replay, whose fake GitHub
-	// settles at once, sets it short.
-	RetryBase time.Duration
-
 	// Version and Commit name the build on the start line.
 	Version, Commit string
 
@@ -212,7 +206,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	var syncer *reconcile.Syncer
 	if fc != nil {
 		syncer = reconcile.NewSyncer(reconcile.SyncConfig{
-			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics, RetryBase: cfg.RetryBase,
+			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics,
 			Policy: rules.Policy{Triggers: opts, MergeMethod: cfg.MergeMethod, CheckTimeout: timeout},
 		})
 	}
