@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 )
 
@@ -79,8 +80,8 @@ func TestRunAllAtScale(t *testing.T) {
 	perOwner, total := inflight.peaks()
 	t.Logf("most requests in flight: %v per installation, %d in all", perOwner, total)
 	for owner, n := range perOwner {
-		if n > DefaultInstallationConcurrency {
-			t.Errorf("%s had %d requests in flight, want at most %d", owner, n, DefaultInstallationConcurrency)
+		if n > forge.DefaultInstallationConcurrency {
+			t.Errorf("%s had %d requests in flight, want at most %d", owner, n, forge.DefaultInstallationConcurrency)
 		}
 	}
 }
