@@ -96,10 +96,8 @@ func (c Config) Validate() error {
 	if n := len(c.AdminToken); n < MinAdminToken && !IsLoopback(c.AdminAddr) {
 		return fmt.Errorf("--admin-token (MERGEGATE_ADMIN_TOKEN) is %d characters long: an admin listener off loopback (--admin-addr %s) needs one of at least %d (openssl rand -hex 16)", n, c.AdminAddr, MinAdminToken)
 	}
-	switch c.MergeMethod {
-	case forge.MethodMerge, forge.MethodSquash, forge.MethodRebase:
-	default:
-		return fmt.Errorf("--merge-method %q: want merge, squash or rebase", c.MergeMethod)
+	if err := forge.CheckMergeMethod(c.MergeMethod); err != nil {
+		return fmt.Errorf("--merge-method %q: %w", c.MergeMethod, err)
 	}
 	if c.LeaseTTL <= 0 || c.LeaseDead < c.LeaseTTL {
 		return fmt.Errorf("--lease-ttl %s and --lease-dead %s: want 0 < ttl <= dead", c.LeaseTTL, c.LeaseDead)
