@@ -35,10 +35,9 @@ type DB struct {
 	stmts    *stmtCache  // the writer's prepared statements
 	// heavy is held by the CPU-heavy background work, a drain transaction
 	// or a checkpoint pass, so that at most one of them runs at a time and
-	// the other core stays free for webhooks. Both ran side by side and
-	// took both cores of a small box: acknowledgements, woken meanwhile,
-	// waited up to Go's 10 ms preemption slice (p99 at 1,000/s: median of 3
-	// runs 14.2 -> 11.3 ms; see docs/performance.md).
+	// the other core stays free for webhooks: side by side they can take
+	// both cores of a small box, and an acknowledgement woken meanwhile
+	// waits up to Go's 10 ms preemption slice (docs/performance.md).
 	heavy sync.Mutex
 	// commits counts the writer's commits: the checkpointer skips its
 	// pass when nothing was committed since the last one.
@@ -93,7 +92,7 @@ func IsStorageError(err error) bool {
 // arrival order, except that "first" requests (the inbox) go before every
 // waiting ordinary one. database/sql alone hands a freed connection to a
 // random waiter: with a hundred engine workers queued, a webhook's commit
-// waited behind most of them (p99 ack latency in the hundreds of ms).
+// waited behind most of them.
 // There is at most one first request at a time (the inbox commits from
 // one goroutine), so ordinary writes still get every other turn.
 //
@@ -234,13 +233,9 @@ func removeWaiter(q *[]chan struct{}, ch chan struct{}) bool {
 // while commits come in (an idle database is not visited). The writer's
 // automatic checkpoint is off: it ran inside a commit, on the path of the
 // webhook's 202. Often, so that each pass has little to write to the
-// disk: a pass fsyncs the WAL and the database, and at 1,000 deliveries/s
-// the WAL grows ~70 MB/s. Flushed in bursts every 250 ms, those writes
-// were most of the acknowledgements' p99, though no thread but this one
-// ever waits for the disk (on the 2-core VM; perf shows no other thread
-// blocked on I/O). p99 at 1,000/s, interleaved runs of 5: 250 ms 4.3 ms,
-// 50 ms 2.8, 20 ms 3.3, 10 ms 2.6, never (the WAL unbounded) ~2.2; 1 s
-// was worse than 250 ms before. See docs/performance.md.
+// disk: a pass fsyncs the WAL and the database, and a large flush, though
+// only this goroutine waits for it, slows the acknowledgements beside it.
+// docs/performance.md says how to measure the choice.
 const checkpointEvery = 10 * time.Millisecond
 
 // Options tune how the database is opened.
@@ -406,9 +401,9 @@ const restartEvery = 250 * time.Millisecond
 //     small (each pass copies what the previous one let pile up);
 //  2. the two files are fsynced from here, off the writer's path, so that
 //  3. a last PASSIVE pass, run while this goroutine holds the writer's turn
-//     (no commit can add frames), has little to copy or sync: 2–5 ms,
-//     where an unprepared RESTART held the writer 20–60 ms and writers
-//     slept in SQLite's busy handler meanwhile. It leaves every frame
+//     (no commit can add frames), has little to copy or sync, where an
+//     unprepared RESTART holds the writer while it copies and syncs it
+//     all and writers sleep in SQLite's busy handler. It leaves every frame
 //     copied, so the next commit starts the WAL over. It never waits for
 //     a reader (a backup, say): frames a reader still needs stay, and the
 //     next tick tries again.
