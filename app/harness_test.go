@@ -270,9 +270,9 @@ func (h *harness) queue() []leasedo.Item {
 
 // eventually polls cond until it holds (synchronisation, not timing: the
 // engine works asynchronously after the 202). While it does not hold, the
-// clock is moved to the engine's next retry, if one is pending: a retry
-// (GitHub computing, a held lease, an outage, a rate limit) waits on the
-// injected clock, and a test waits for its outcome, not for time to pass.
+// clock is moved to the engine's next retry, if one is due within
+// retryHorizon: a retry waits on the injected clock, and a test waits for
+// its outcome, not for time to pass.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -296,10 +296,17 @@ func (h *harness) settle() {
 	})
 }
 
-// advanceToTimer moves the clock to the next pending timer's deadline, if
-// any: the engine's retries wait on the injected clock.
+// retryHorizon is how far eventually moves the clock on its own: to a
+// retry due within it (GitHub computing, a held lease, an outage, a short
+// rate limit). A longer wait (an operator's problem, retried in a minute)
+// is one a test moves the clock to on purpose.
+const retryHorizon = 15 * time.Second
+
+// advanceToTimer moves the clock to the next pending timer's deadline if
+// it is within retryHorizon: the engine's retries wait on the injected
+// clock.
 func (h *harness) advanceToTimer() {
-	if at, ok := h.clock.NextTimer(); ok {
+	if at, ok := h.clock.NextTimer(); ok && at.Sub(h.clock.Now()) <= retryHorizon {
 		h.clock.Set(at)
 	}
 }
