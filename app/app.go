@@ -47,12 +47,6 @@ type Config struct {
 	// in one cron pass (redeliver.go); 0 turns the sweep off.
 	RedeliverBudget int
 
-	// RetryBase is the sync's first pause before it reads again what GitHub
-	// is still settling (mergeability, a branch update); it doubles up to
-	// 30 s. 0: the sync's default, 1 s. Offline replay, whose fake GitHub
-	// settles at once, sets it short.
-	RetryBase time.Duration
-
 	// Version and Commit name the build on the start line.
 	Version, Commit string
 
@@ -102,10 +96,8 @@ func (c Config) Validate() error {
 	if n := len(c.AdminToken); n < MinAdminToken && !IsLoopback(c.AdminAddr) {
 		return fmt.Errorf("--admin-token (MERGEGATE_ADMIN_TOKEN) is %d characters long: an admin listener off loopback (--admin-addr %s) needs one of at least %d (openssl rand -hex 16)", n, c.AdminAddr, MinAdminToken)
 	}
-	switch c.MergeMethod {
-	case forge.MethodMerge, forge.MethodSquash, forge.MethodRebase:
-	default:
-		return fmt.Errorf("--merge-method %q: want merge, squash or rebase", c.MergeMethod)
+	if err := forge.CheckMergeMethod(c.MergeMethod); err != nil {
+		return fmt.Errorf("--merge-method %q: %w", c.MergeMethod, err)
 	}
 	if c.LeaseTTL <= 0 || c.LeaseDead < c.LeaseTTL {
 		return fmt.Errorf("--lease-ttl %s and --lease-dead %s: want 0 < ttl <= dead", c.LeaseTTL, c.LeaseDead)
@@ -212,7 +204,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	var syncer *reconcile.Syncer
 	if fc != nil {
 		syncer = reconcile.NewSyncer(reconcile.SyncConfig{
-			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics, RetryBase: cfg.RetryBase,
+			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics,
 			Policy: rules.Policy{Triggers: opts, MergeMethod: cfg.MergeMethod, CheckTimeout: timeout},
 		})
 	}

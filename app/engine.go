@@ -172,9 +172,21 @@ func (e *Engine) Busy() int {
 // idleExit is how long a worker with nothing to do waits before exiting.
 const idleExit = 2 * time.Second
 
+// run is k's worker: a pass on each wake-up or due retry. The retry waits
+// on the injected clock (tests and replay move it); the idle exit is on
+// the wall clock, since a worker's exit changes no state and a stopped
+// test clock must not keep workers alive forever or move time for them.
 func (e *Engine) run(w *worker) {
 	defer e.wg.Done()
-	var retry <-chan time.Time
+	var retry leasedo.Timer // nil: none scheduled
+	var retryC <-chan time.Time
+	stopRetry := func() {
+		if retry != nil {
+			retry.Stop()
+			retry, retryC = nil, nil
+		}
+	}
+	defer stopRetry()
 	idle := time.NewTimer(idleExit)
 	defer idle.Stop()
 	for {
@@ -183,7 +195,7 @@ func (e *Engine) run(w *worker) {
 			e.removeWorker(w)
 			return
 		case <-w.wake:
-		case <-retry:
+		case <-retryC:
 		case <-idle.C:
 			e.mu.Lock()
 			if len(w.wake) == 0 && retry == nil {
@@ -195,11 +207,12 @@ func (e *Engine) run(w *worker) {
 			idle.Reset(idleExit)
 			continue
 		}
-		retry = nil
+		stopRetry() // a wake-up runs the pass the retry was for
 		e.setBusy(w, true)
 		d := e.sync(w.key)
 		if d > 0 {
-			retry = time.After(d)
+			retry = e.clock.NewTimer(d)
+			retryC = retry.C()
 		}
 		e.setBusy(w, d > 0)
 		idle.Reset(idleExit)

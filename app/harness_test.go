@@ -269,7 +269,10 @@ func (h *harness) queue() []leasedo.Item {
 }
 
 // eventually polls cond until it holds (synchronisation, not timing: the
-// engine works asynchronously after the 202).
+// engine works asynchronously after the 202). While it does not hold, the
+// clock is moved to the engine's next retry, if one is due within
+// retryHorizon: a retry waits on the injected clock, and a test waits for
+// its outcome, not for time to pass.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -277,18 +280,35 @@ func (h *harness) eventually(what string, cond func() bool) {
 		if cond() {
 			return
 		}
+		h.advanceToTimer()
 		time.Sleep(5 * time.Millisecond)
 	}
 	h.t.Fatalf("timed out waiting for: %s\nqueue: %+v\nmerges: %+v", what, h.queue(), h.gh.Merges())
 }
 
-// settle waits until every delivery is applied and no worker runs.
+// settle waits until every delivery is applied and no worker runs, a
+// pending retry included (eventually moves the clock to it).
 func (h *harness) settle() {
 	h.t.Helper()
 	h.eventually("the engine to settle", func() bool {
 		keys, err := h.app.Store.PendingKeys(context.Background())
 		return err == nil && len(keys) == 0 && h.app.Engine.Busy() == 0
 	})
+}
+
+// retryHorizon is how far eventually moves the clock on its own: to a
+// retry due within it (GitHub computing, a held lease, an outage, a short
+// rate limit). A longer wait (an operator's problem, retried in a minute)
+// is one a test moves the clock to on purpose.
+const retryHorizon = 15 * time.Second
+
+// advanceToTimer moves the clock to the next pending timer's deadline if
+// it is within retryHorizon: the engine's retries wait on the injected
+// clock.
+func (h *harness) advanceToTimer() {
+	if at, ok := h.clock.NextTimer(); ok && at.Sub(h.clock.Now()) <= retryHorizon {
+		h.clock.Set(at)
+	}
 }
 
 func (h *harness) merges() []fakegithub.Merge { return h.gh.Merges() }

@@ -50,15 +50,11 @@ const (
 	// the GC's default GOGC=100 the heap may grow to twice what is live:
 	// the cache can only have a fraction of it. 32 MiB holds the
 	// steady-state working set of the tested scale (1,000 repositories:
-	// one listing page each, plus gate reads and the probationary share).
-	// Measured (TestCacheAtScale): the fake's 20-PR listing, 55 KB raw, is
-	// 3 KB compressed, ~4 KB counted with its headers, and the 1,000
-	// listings plus a rebuild's issue events count 6.6 MB (heap +6.7 MB;
-	// before: +71 MB, and 103 listings evicted). A 20-PR listing shaped
-	// like GitHub's (421 KB raw, BenchmarkCacheS2) is 22 KB compressed,
-	// ~25 KB counted with GitHub's ~25 headers: 1,000 take ~25 MB. Were
-	// real listings to shrink only 7×, 32 MiB would hold about half of
-	// them, the least recently used going first. Config.CacheBytes sets
+	// one listing page each, plus gate reads and the probationary share;
+	// TestCacheAtScale checks it). A 20-PR listing shaped like GitHub's
+	// (BenchmarkCacheS2) is some 25 KB counted, compressed and with its
+	// headers: 1,000 fit. Were real listings to compress worse, the least
+	// recently used go first. Config.CacheBytes sets
 	// another bound.
 	defaultCacheBytes = 32 << 20
 	// maxCachedBody bounds the body read into memory to be cached (raw,
@@ -73,9 +69,9 @@ const (
 	// entryOverhead, headerKeyOverhead and headerValueOverhead approximate
 	// the heap an entry costs besides the bytes of its key, compressed body
 	// and header strings: the cacheEntry, its list element and map slot;
-	// per header, its slot in the header map and its value's string header.
-	// Measured within ±15% of the heap for 3 to 25 headers (GitHub sends
-	// ~25, the fake ~10).
+	// per header, its slot in the header map and its value's string header
+	// (GitHub sends ~25 headers, the fake ~10); TestCacheAtScale compares
+	// the count with the heap it adds.
 	entryOverhead       = 320
 	headerKeyOverhead   = 64
 	headerValueOverhead = 16

@@ -51,6 +51,17 @@ func newInflight(per int, timeout, slow time.Duration, next http.RoundTripper) *
 // invites sending them twice.
 var slowOps = map[string]bool{"pulls.merge": true, "pulls.update-branch": true}
 
+type sendCheckKey struct{}
+
+// WithSendCheck returns ctx carrying check, which each request made with
+// it runs right before it is sent, once it holds one of its installation's
+// slots: an error is returned instead of sending. Checked there, a budget
+// (the cron's rate-limit floor) can be overshot only by the requests
+// already in flight, which the slots bound.
+func WithSendCheck(ctx context.Context, check func() error) context.Context {
+	return context.WithValue(ctx, sendCheckKey{}, check)
+}
+
 func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	select {
@@ -67,6 +78,15 @@ func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 				req.Body.Close() // a RoundTripper closes the body, even on error
 			}
 			return nil, ctx.Err()
+		}
+	}
+	if check, ok := ctx.Value(sendCheckKey{}).(func() error); ok {
+		if err := check(); err != nil {
+			<-t.slots
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
 		}
 	}
 	timeout := t.timeout

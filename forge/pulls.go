@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -68,7 +69,7 @@ func (m MergeMethods) Allows(method string) bool {
 // List returns the allowed methods in GitHub's order: merge, squash, rebase.
 func (m MergeMethods) List() []string {
 	var out []string
-	for _, method := range []string{MethodMerge, MethodSquash, MethodRebase} {
+	for _, method := range [...]string{MethodMerge, MethodSquash, MethodRebase} {
 		if m.Allows(method) {
 			out = append(out, method)
 		}
@@ -82,6 +83,20 @@ const (
 	MethodSquash = "squash"
 	MethodRebase = "rebase"
 )
+
+// errMergeMethod says which merge methods there are.
+var errMergeMethod = errors.New("want merge, squash or rebase")
+
+// CheckMergeMethod is the one validation of a merge method: nil for merge,
+// squash or rebase, otherwise an error saying what is wanted (the caller
+// names the setting and the value).
+func CheckMergeMethod(method string) error {
+	switch method {
+	case MethodMerge, MethodSquash, MethodRebase:
+		return nil
+	}
+	return errMergeMethod
+}
 
 // GetPR reads one pull request.
 func (c *Client) GetPR(ctx context.Context, tenant, repo string, number int) (PR, error) {
@@ -139,12 +154,11 @@ func (c *Client) Merge(ctx context.Context, tenant, repo string, number int, sha
 	if sha == "" {
 		return "", fmt.Errorf("forge: refusing to merge %s#%d without a sha guard", repo, number)
 	}
-	switch method {
-	case "":
+	if method == "" {
 		method = MethodMerge
-	case MethodMerge, MethodSquash, MethodRebase:
-	default:
-		return "", fmt.Errorf("forge: unknown merge method %q (want merge, squash or rebase)", method)
+	}
+	if err := CheckMergeMethod(method); err != nil {
+		return "", fmt.Errorf("forge: unknown merge method %q (%w)", method, err)
 	}
 	res, _, err := in.gh.PullRequests.Merge(ctx, owner, name, number, "", &github.PullRequestOptions{SHA: sha, MergeMethod: method})
 	if err != nil {

@@ -31,14 +31,13 @@ type DB struct {
 	walLimit int64   // walRestartBytes; smaller in tests
 	stop     chan struct{}
 	done     chan struct{}
-	gate     writeGate  // orders the single writer's transactions
-	stmts    *stmtCache // the writer's prepared statements
+	turns    writerTurns // orders the single writer's transactions
+	stmts    *stmtCache  // the writer's prepared statements
 	// heavy is held by the CPU-heavy background work, a drain transaction
 	// or a checkpoint pass, so that at most one of them runs at a time and
-	// the other core stays free for webhooks. Both ran side by side and
-	// took both cores of a small box: acknowledgements, woken meanwhile,
-	// waited up to Go's 10 ms preemption slice (p99 at 1,000/s: median of 3
-	// runs 14.2 -> 11.3 ms; see docs/performance.md).
+	// the other core stays free for webhooks: side by side they can take
+	// both cores of a small box, and an acknowledgement woken meanwhile
+	// waits up to Go's 10 ms preemption slice (docs/performance.md).
 	heavy sync.Mutex
 	// commits counts the writer's commits: the checkpointer skips its
 	// pass when nothing was committed since the last one.
@@ -89,19 +88,19 @@ func IsStorageError(err error) bool {
 	return false
 }
 
-// writeGate hands the writer connection to one transaction at a time, in
+// writerTurns hands the writer connection to one transaction at a time, in
 // arrival order, except that "first" requests (the inbox) go before every
 // waiting ordinary one. database/sql alone hands a freed connection to a
 // random waiter: with a hundred engine workers queued, a webhook's commit
-// waited behind most of them (p99 ack latency in the hundreds of ms).
+// waited behind most of them.
 // There is at most one first request at a time (the inbox commits from
 // one goroutine), so ordinary writes still get every other turn.
 //
 // A waiting first request may also be taken along by the transaction that
-// holds the writer: run inside it, just before its commit (DB.writeGated).
+// holds the writer: run inside it, just before its commit (DB.writeInTurn).
 // Its webhook then waits for one commit instead of two, and the two
 // transactions' shared pages go to the WAL once.
-type writeGate struct {
+type writerTurns struct {
 	mu          sync.Mutex
 	held        bool
 	first, rest []chan struct{}
@@ -123,7 +122,7 @@ type alongRes struct {
 
 // firstWaiting reports whether a "first" request (a webhook's commit)
 // waits for the writer.
-func (g *writeGate) firstWaiting() bool {
+func (g *writerTurns) firstWaiting() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.first) > 0
@@ -132,7 +131,7 @@ func (g *writeGate) firstWaiting() bool {
 // acquire waits for the writer. A first request that passes fn may instead
 // be taken along by the holder: acquire then returns that outcome as
 // taken (and does not hold the writer).
-func (g *writeGate) acquire(ctx context.Context, first bool, fn func(tx *wtx) error) (taken *alongRes, err error) {
+func (g *writerTurns) acquire(ctx context.Context, first bool, fn func(tx *wtx) error) (taken *alongRes, err error) {
 	g.mu.Lock()
 	if !g.held {
 		g.held = true
@@ -180,7 +179,7 @@ func (g *writeGate) acquire(ctx context.Context, first bool, fn func(tx *wtx) er
 	}
 }
 
-func (g *writeGate) dropAlong(a *alongReq) {
+func (g *writerTurns) dropAlong(a *alongReq) {
 	if a == nil {
 		return
 	}
@@ -193,7 +192,7 @@ func (g *writeGate) dropAlong(a *alongReq) {
 
 // takeAlong hands the holder the waiting first request's work, if any:
 // it leaves the queue, and the holder must answer it on res.
-func (g *writeGate) takeAlong() *alongReq {
+func (g *writerTurns) takeAlong() *alongReq {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	a := g.along
@@ -205,7 +204,7 @@ func (g *writeGate) takeAlong() *alongReq {
 }
 
 // release hands the writer to the next waiter, or frees it.
-func (g *writeGate) release() {
+func (g *writerTurns) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, q := range []*[]chan struct{}{&g.first, &g.rest} {
@@ -234,13 +233,9 @@ func removeWaiter(q *[]chan struct{}, ch chan struct{}) bool {
 // while commits come in (an idle database is not visited). The writer's
 // automatic checkpoint is off: it ran inside a commit, on the path of the
 // webhook's 202. Often, so that each pass has little to write to the
-// disk: a pass fsyncs the WAL and the database, and at 1,000 deliveries/s
-// the WAL grows ~70 MB/s. Flushed in bursts every 250 ms, those writes
-// were most of the acknowledgements' p99, though no thread but this one
-// ever waits for the disk (on the 2-core VM; perf shows no other thread
-// blocked on I/O). p99 at 1,000/s, interleaved runs of 5: 250 ms 4.3 ms,
-// 50 ms 2.8, 20 ms 3.3, 10 ms 2.6, never (the WAL unbounded) ~2.2; 1 s
-// was worse than 250 ms before. See docs/performance.md.
+// disk: a pass fsyncs the WAL and the database, and a large flush, though
+// only this goroutine waits for it, slows the acknowledgements beside it.
+// docs/performance.md says how to measure the choice.
 const checkpointEvery = 10 * time.Millisecond
 
 // Options tune how the database is opened.
@@ -405,10 +400,10 @@ const restartEvery = 250 * time.Millisecond
 //  1. PASSIVE passes, which never block a writer, until what is left is
 //     small (each pass copies what the previous one let pile up);
 //  2. the two files are fsynced from here, off the writer's path, so that
-//  3. a last PASSIVE pass, run while this goroutine holds the write gate
-//     (no commit can add frames), has little to copy or sync: 2–5 ms,
-//     where an unprepared RESTART held the writer 20–60 ms and writers
-//     slept in SQLite's busy handler meanwhile. It leaves every frame
+//  3. a last PASSIVE pass, run while this goroutine holds the writer's turn
+//     (no commit can add frames), has little to copy or sync, where an
+//     unprepared RESTART holds the writer while it copies and syncs it
+//     all and writers sleep in SQLite's busy handler. It leaves every frame
 //     copied, so the next commit starts the WAL over. It never waits for
 //     a reader (a backup, say): frames a reader still needs stay, and the
 //     next tick tries again.
@@ -441,10 +436,10 @@ func (db *DB) checkpoint(mayRestart bool) (caughtUp, restarted bool) {
 			f.Close()
 		}
 	}
-	if _, err := db.gate.acquire(context.Background(), false, nil); err != nil {
+	if _, err := db.turns.acquire(context.Background(), false, nil); err != nil {
 		return false, true
 	}
-	defer db.gate.release()
+	defer db.turns.release()
 	err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
 	return err == nil && copied == frames, true
 }
@@ -550,22 +545,22 @@ func (db *DB) IntegrityCheck(ctx context.Context) (string, error) {
 
 // write runs fn in one IMMEDIATE transaction on the writer connection.
 func (db *DB) write(ctx context.Context, fn func(tx *wtx) error) error {
-	return db.writeGated(ctx, false, fn)
+	return db.writeInTurn(ctx, false, fn)
 }
 
 // writeFirst is write for the inbox's group commits: a webhook waits on
 // them, so they go before every write already waiting (the engine's).
 func (db *DB) writeFirst(ctx context.Context, fn func(tx *wtx) error) error {
-	return db.writeGated(ctx, true, fn)
+	return db.writeInTurn(ctx, true, fn)
 }
 
-func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error) error {
+func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) error) error {
 	var along func(tx *wtx) error
 	if first {
 		along = fn
 	}
 	for {
-		taken, err := db.gate.acquire(ctx, first, along)
+		taken, err := db.turns.acquire(ctx, first, along)
 		if err != nil {
 			return fmt.Errorf("begin write: %w", err)
 		}
@@ -577,7 +572,7 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 		}
 		along = nil // the holder could not commit it: in a transaction of our own
 	}
-	defer db.gate.release()
+	defer db.turns.release()
 	if db.stmts.pending() {
 		db.stmts.warm(ctx, db.w) // the writer is free: no transaction is open
 	}
@@ -593,12 +588,12 @@ func (db *DB) writeGated(ctx context.Context, first bool, fn func(tx *wtx) error
 		db.noteWrite(err)
 		return err
 	}
-	// A webhook's commit waiting meanwhile goes in this one (writeGate).
+	// A webhook's commit waiting meanwhile goes in this one (writerTurns).
 	// Its outcome is told whatever happens here: committed, its own error,
 	// or (this transaction failed) retry in a transaction of its own.
 	var a *alongReq
 	if !first {
-		a = db.gate.takeAlong()
+		a = db.turns.takeAlong()
 	}
 	res := alongRes{retry: true}
 	if a != nil {

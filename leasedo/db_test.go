@@ -290,7 +290,7 @@ func holdWriter(t *testing.T, s *Store) error {
 			return err
 		}
 		deadline := time.Now().Add(10 * time.Second) // liveness only
-		for !s.db.gate.firstWaiting() {
+		for !s.db.turns.firstWaiting() {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("no commit came to wait")
 			}
@@ -309,7 +309,7 @@ func TestAWaitingCommitGoesAlong(t *testing.T) {
 	stored := make(chan error, 1)
 	before := s.db.commits.Load()
 	go func() {
-		for !s.db.gate.isHeld() {
+		for !s.db.turns.isHeld() {
 			runtime.Gosched()
 		}
 		_, err := in.Enqueue(context.Background(), delivery("along", key, "{}"))
@@ -342,7 +342,7 @@ func TestAWorkTakenAlongFailsAlone(t *testing.T) {
 	s, _ := openTB(t, Options{})
 	failed := make(chan error, 1)
 	go func() {
-		for !s.db.gate.isHeld() {
+		for !s.db.turns.isHeld() {
 			runtime.Gosched()
 		}
 		failed <- s.db.writeFirst(context.Background(), func(tx *wtx) error {
@@ -363,7 +363,7 @@ func TestAWorkTakenAlongFailsAlone(t *testing.T) {
 	}
 }
 
-func (g *writeGate) isHeld() bool {
+func (g *writerTurns) isHeld() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.held

@@ -110,7 +110,7 @@ func (s *Store) DrainMany(ctx context.Context, reqs []DrainRequest, total int, p
 		left := total
 		yielded := false
 		for i, r := range reqs {
-			if yielded || (i > 0 && s.db.gate.firstWaiting()) {
+			if yielded || (i > 0 && s.db.turns.firstWaiting()) {
 				yielded = true
 				out[i].More = true
 				continue

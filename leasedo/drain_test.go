@@ -373,7 +373,7 @@ func TestDrainManyYieldsToAWaitingCommit(t *testing.T) {
 		go func() {
 			committed <- s.db.writeFirst(ctx, func(tx *wtx) error { return nil })
 		}()
-		for !s.db.gate.firstWaiting() {
+		for !s.db.turns.firstWaiting() {
 			time.Sleep(time.Millisecond)
 		}
 		return decodeEvent(d)

@@ -108,7 +108,7 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 	err := in.s.db.writeFirst(ctx, func(tx *wtx) error {
 		for _, r := range batch {
 			d := r.d
-			r.dup = false // this may be a second run (DB.writeGated)
+			r.dup = false // this may be a second run (DB.writeInTurn)
 			res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
 				VALUES (?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`,
 				d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.ReceivedAt.UnixMilli())

@@ -43,7 +43,7 @@ func (c *stmtCache) get(q string) *sql.Stmt {
 }
 
 // warm prepares the noted statements on w. It runs while the caller holds
-// the write gate and no transaction is open, so w's connection is free.
+// the writer's turn and no transaction is open, so w's connection is free.
 func (c *stmtCache) warm(ctx context.Context, w *sql.DB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

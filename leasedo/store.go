@@ -335,8 +335,8 @@ func insertEvent(ctx context.Context, tx *wtx, k Key, now int64, ev Event) error
 }
 
 // trimEvery is how often, on average, inserting into events or audit also
-// trims the repository's rows to the cap: every insert did, and walking
-// the cap's hundred or two index entries back was 15% of applying a
+// trims the repository's rows to the cap: a trim walks the cap's hundred
+// or two index entries back, too much to pay on every insert of a
 // delivery. Readers take the last EventCap / AuditCap rows, so the few
 // extra rows kept in between are never seen; each trim removes them all.
 const trimEvery = 16

@@ -24,13 +24,36 @@ type Key struct {
 
 func (k Key) String() string { return k.Tenant + ":" + k.Repo }
 
-// Clock is the injected time source.
-type Clock interface{ Now() time.Time }
+// Clock is the injected time source: what time it is, and timers that
+// fire when it has passed a deadline. Everything that reads the time or
+// waits on it (TTLs, retries) takes it, so that tests and offline replay
+// move time by hand instead of sleeping.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a timer that fires once, d from now on this clock.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a Clock's one-shot timer.
+type Timer interface {
+	// C is the channel the timer's time is sent on.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; false if it had fired or stopped.
+	Stop() bool
+}
 
 // SystemClock is the wall clock.
 type SystemClock struct{}
 
 func (SystemClock) Now() time.Time { return time.Now() }
+
+// NewTimer is time.NewTimer.
+func (SystemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
+
+type systemTimer struct{ t *time.Timer }
+
+func (t systemTimer) C() <-chan time.Time { return t.t.C }
+func (t systemTimer) Stop() bool          { return t.t.Stop() }
 
 // Queue entry statuses: queued, evaluating, gate_passed, bounced and blocked. What each means and
 // who moves an entry between them is drawn in ARCHITECTURE.md.

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/mergegate/mergegate/forge"
@@ -64,17 +63,11 @@ func (r *Reconciler) discover(ctx context.Context, stops *tenantStops) *discover
 	}
 	forEach(r, r.conc, active, func(in forge.Installation) {
 		log := r.log.With().Str("tenant", in.Tenant).Logger()
-		release, err := r.slot(ctx, in.Tenant)
-		if err != nil {
-			if errors.Is(err, ErrRateLow) {
-				stops.stop(r, in.Tenant, err.Error())
-				return
-			}
-			log.Warn().Err(err).Msg("reconcile: listing the installation's repositories failed")
+		if err := r.rateFloor(in.Tenant); err != nil {
+			stops.stop(r, in.Tenant, err.Error())
 			return
 		}
-		names, err := r.forge.ListInstallationRepos(ctx, in.Tenant)
-		release()
+		names, err := r.forge.ListInstallationRepos(r.withRateFloor(ctx, in.Tenant), in.Tenant)
 		if err != nil {
 			if _, ok := forge.IsRateLimited(err); ok {
 				stops.stop(r, in.Tenant, err.Error())

@@ -10,8 +10,8 @@
 //     heads are reevaluated. A lost queue is rebuilt by the same rule.
 //   - runall.go: RunAll, one pass over every repository: discovery from the
 //     App's installations, bounded concurrency, rate-limit budget.
-//   - gate.go: the bound on GitHub requests in flight per installation
-//     (and the budget check just before each request).
+//   - ratefloor.go: the rate-limit floor checked just before each request
+//     (the bound on requests in flight per installation is forge's).
 //   - cron.go: Cron, the robfig/cron schedule around RunAll.
 //
 // The lease protocol is leasedo's (docs/lease-protocol.md): a lease older than --lease-dead is

@@ -14,14 +14,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultConcurrency = 8
-	// DefaultInstallationConcurrency is the ceiling the cron always had
-	// in practice (4 repositories at once, listed by tenant); see gate.go.
-	DefaultInstallationConcurrency = 4
-	DefaultMinRateRemaining        = 100
-	DefaultDeadline                = 4 * time.Minute
-	DefaultGrace                   = 30 * time.Second
-	DefaultBy                      = "reconcile"
+	DefaultConcurrency      = 8
+	DefaultMinRateRemaining = 100
+	DefaultDeadline         = 4 * time.Minute
+	DefaultGrace            = 30 * time.Second
+	DefaultBy               = "reconcile"
 )
 
 // Config configures a Reconciler.
@@ -43,23 +40,19 @@ type Config struct {
 	OnChange func(k leasedo.Key)
 	// Concurrency is how many repositories are reconciled at once
 	// (default 8). Their GitHub requests are further bounded per
-	// installation by InstallationConcurrency, so one RunAll has at most
-	// Concurrency × InstallationConcurrency (32) in flight in all, far
+	// installation by forge (forge.DefaultInstallationConcurrency, 4), so
+	// one RunAll has at most 32 in flight in all, far
 	// below GitHub's 100 concurrent requests; RunAll interleaves the
 	// installations so that the repositories at once belong to different
 	// ones.
 	Concurrency int
-	// InstallationConcurrency bounds the GitHub requests the Reconciler
-	// (RunAll and Pass together) has in flight for one installation
-	// (default 4): repositories of one installation and the issue-event
-	// reads of one repository share it. GitHub asks integrators to avoid
-	// concurrent requests per token (secondary rate limits); 4 is what the
-	// cron always sent to one installation, since Concurrency was 4 and
-	// repositories were worked through installation by installation.
-	// This is the cron's own share, where it checks MinRateRemaining; the
-	// forge.Client bounds every request of the installation, the engine's
-	// included (forge.Config.InstallationConcurrency, also 4).
-	InstallationConcurrency int
+	// EventReads is how many issue-event reads one repository's resync
+	// has in flight when it rebuilds a queue (default 4, forge's
+	// per-installation bound: more would only wait on its slots). The
+	// per-installation bound on requests is forge's
+	// (forge.Config.InstallationConcurrency), which holds every request,
+	// the engine's and the cron's alike.
+	EventReads int
 	// MinRateRemaining: below this many rate-limit points left, a tenant's
 	// remaining repositories wait for the next pass (default 100; negative
 	// turns the check off).
@@ -80,19 +73,19 @@ type Config struct {
 
 // Reconciler runs the cron's passes. It is safe for concurrent use.
 type Reconciler struct {
-	store    *leasedo.Store
-	forge    *forge.Client
-	opts     rules.Options
-	syncer   *Syncer
-	log      zerolog.Logger
-	onChange func(leasedo.Key)
-	conc     int
-	gate     *requestGate
-	minRate  int
-	deadline time.Duration
-	grace    time.Duration
-	clock    leasedo.Clock
-	by       string
+	store      *leasedo.Store
+	forge      *forge.Client
+	opts       rules.Options
+	syncer     *Syncer
+	log        zerolog.Logger
+	onChange   func(leasedo.Key)
+	conc       int
+	eventReads int
+	minRate    int
+	deadline   time.Duration
+	grace      time.Duration
+	clock      leasedo.Clock
+	by         string
 
 	// beforeRepo, when set (tests), runs at the start of each repository's
 	// pass inside RunAll.
@@ -109,11 +102,10 @@ func New(cfg Config) *Reconciler {
 	if r.conc <= 0 {
 		r.conc = DefaultConcurrency
 	}
-	per := cfg.InstallationConcurrency
-	if per <= 0 {
-		per = DefaultInstallationConcurrency
+	r.eventReads = cfg.EventReads
+	if r.eventReads <= 0 {
+		r.eventReads = forge.DefaultInstallationConcurrency
 	}
-	r.gate = newRequestGate(per)
 	if r.minRate == 0 {
 		r.minRate = DefaultMinRateRemaining
 	}

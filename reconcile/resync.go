@@ -40,12 +40,10 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 	if err != nil {
 		return nil, err
 	}
-	release, err := r.slot(ctx, k.Tenant)
-	if err != nil {
+	if err := r.rateFloor(k.Tenant); err != nil {
 		return nil, fmt.Errorf("%s: %w", k, err)
 	}
-	prs, err := r.forge.ListOpenPRs(ctx, k.Tenant, k.Repo)
-	release()
+	prs, err := r.forge.ListOpenPRs(r.withRateFloor(ctx, k.Tenant), k.Tenant, k.Repo)
 	if err != nil {
 		return nil, err
 	}
@@ -156,10 +154,9 @@ type missing struct {
 // joinMissing joins the eligible open PRs that are not queued, in GitHub's
 // order: the time their trigger (label or auto-merge) was set, which
 // becomes their queuedAt. It reads issue events only for these PRs, several
-// at once: each read takes one of the installation's request slots (see
-// gate.go), so a rebuild is not one round trip per PR, and the installation
-// never has more than InstallationConcurrency requests in flight. The
-// requests are the same ones, one per PR, as read one after the other.
+// at once (EventReads), so a rebuild is not one round trip per PR; forge
+// bounds the installation's requests in flight. The requests are the same
+// ones, one per PR, as read one after the other.
 func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []forge.PR, queued map[int]bool) ([]leasedo.Fix, error) {
 	k := l.Key
 	var cands []forge.PR
@@ -199,6 +196,21 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 		defer mu.Unlock()
 		return stopErr != nil
 	}
+	// At most r.eventReads reads at once (more would only wait on forge's
+	// per-installation slots), each after the rate floor is checked.
+	inFlight := make(chan struct{}, r.eventReads)
+	acquire := func() error {
+		select {
+		case inFlight <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := r.rateFloor(k.Tenant); err != nil {
+			<-inFlight
+			return err
+		}
+		return nil
+	}
 	var renewErr error
 	renewed := r.clock.Now()
 	// The lease is renewed and the reads started from this goroutine only;
@@ -213,15 +225,14 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 			}
 			renewed = r.clock.Now()
 		}
-		release, err := r.slot(ctx, k.Tenant)
-		if err != nil {
+		if err := acquire(); err != nil {
 			stop(fmt.Errorf("%s: %w", k, err))
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer release()
+			defer func() { <-inFlight }()
 			defer func() {
 				// Out of reach of runOne's recover: a panic fails this
 				// repository's pass, not the process.
@@ -231,7 +242,7 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 					stop(fmt.Errorf("%s: #%d: panic: %v", k, pr.Number, p))
 				}
 			}()
-			m, err := r.triggerTime(ctx, k, pr)
+			m, err := r.triggerTime(r.withRateFloor(ctx, k.Tenant), k, pr)
 			if err != nil {
 				stop(err)
 				return

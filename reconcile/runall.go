@@ -60,7 +60,7 @@ const (
 // repositories are tracked), then reconcile and the resync for
 // every tracked repository of a non-suspended installation, Concurrency at
 // a time, taken round-robin over the installations (each installation's
-// requests are bounded by InstallationConcurrency). A tenant whose rate
+// requests are bounded per installation by forge). A tenant whose rate
 // limit falls below MinRateRemaining (or that is rate-limited) gets no more
 // resyncs this pass. Per-repository errors are logged and counted; the
 // error returned says how many failed, or that the context ended.
@@ -260,4 +260,29 @@ func forEach[T any](r *Reconciler, n int, items []T, fn func(T)) {
 	}
 	close(ch)
 	wg.Wait()
+}
+
+// interleave orders jobs round-robin over their tenants, keeping each
+// tenant's own order: the Store lists repositories by tenant, and the
+// workers would otherwise all work on one installation, queued on its
+// request slots, while the others' sat idle.
+func interleave[T any](items []T, tenant func(T) string) []T {
+	var order []string
+	by := map[string][]T{}
+	for _, it := range items {
+		t := tenant(it)
+		if _, ok := by[t]; !ok {
+			order = append(order, t)
+		}
+		by[t] = append(by[t], it)
+	}
+	out := make([]T, 0, len(items))
+	for i := 0; len(out) < len(items); i++ {
+		for _, t := range order {
+			if i < len(by[t]) {
+				out = append(out, by[t][i])
+			}
+		}
+	}
+	return out
 }

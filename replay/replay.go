@@ -198,9 +198,7 @@ func offline(ctx context.Context, recs []app.Recorded, opt Options) (*State, err
 		ReconcileEvery: time.Hour,
 		LeaseTTL:       30 * time.Second, LeaseDead: 90 * time.Second,
 		TriggerLabel: triggers.TriggerLabel, AutoMerge: triggers.AutoMergeTrigger, MergeMethod: method,
-		Clock: clk,
-		// Offline, GitHub "computes" at once: pauses are short.
-		RetryBase: 20 * time.Millisecond,
+		Clock: stillClock{clk},
 	}, log)
 	if err != nil {
 		return nil, err
@@ -256,6 +254,15 @@ func offline(ctx context.Context, recs []app.Recorded, opt Options) (*State, err
 	}
 	return st, nil
 }
+
+// stillClock is a replay's clock: its time is the deliveries' (the driver
+// sets it) and stands still between them, so a retry the engine schedules
+// is due at once. Offline, GitHub computes at once: the pass after a pause
+// sees what a later one on GitHub would.
+type stillClock struct{ *leasedo.ManualClock }
+
+// NewTimer fires at once, whatever d.
+func (c stillClock) NewTimer(time.Duration) leasedo.Timer { return c.ManualClock.NewTimer(0) }
 
 // driver is what happens around each delivery of a replay: the
 // clock and the fake GitHub's world before it, what was stored after.

@@ -40,7 +40,9 @@ func startLiveApp(t *testing.T, withGitHub bool) *liveApp {
 	cfg := app.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DB: filepath.Join(dir, "mergegate.db"),
 		WebhookSecret: roundTripSecret, ReconcileEvery: time.Hour, LeaseTTL: 30 * time.Second, LeaseDead: 90 * time.Second,
-		TriggerLabel: "automerge", AutoMerge: true, MergeMethod: "merge", RecordDir: l.record, Clock: l.clk,
+		TriggerLabel: "automerge", AutoMerge: true, MergeMethod: "merge", RecordDir: l.record,
+		// Time is the deliveries', as in an offline replay; retries are due at once.
+		Clock: stillClock{l.clk},
 	}
 	if withGitHub {
 		l.gh = fakegithub.New(t)

@@ -67,6 +67,11 @@ type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
+// NewTimer is a timer of a clock that never moves: it fires only for d <= 0.
+func (c fixedClock) NewTimer(d time.Duration) leasedo.Timer {
+	return leasedo.NewManualClock(c.t).NewTimer(d)
+}
+
 var testNow = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // syncBuffer is a bytes.Buffer safe for a server goroutine and a test.

@@ -63,10 +63,8 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		triggers = rules.Options{TriggerLabel: v["trigger-label"], AutoMergeTrigger: flags["auto-merge-trigger"]}
 	)
 	if flags["offline"] {
-		switch v["merge-method"] {
-		case forge.MethodMerge, forge.MethodSquash, forge.MethodRebase:
-		default:
-			return usageError{fmt.Errorf("--merge-method %q: want merge, squash or rebase", v["merge-method"])}
+		if err := forge.CheckMergeMethod(v["merge-method"]); err != nil {
+			return usageError{fmt.Errorf("--merge-method %q: %w", v["merge-method"], err)}
 		}
 		offline = &replay.Options{Triggers: &triggers, MergeMethod: v["merge-method"], Warn: stderr, Strict: strict}
 	} else {

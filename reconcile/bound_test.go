@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -100,7 +99,7 @@ func (e *env) addRepos(tenant string, n, prs int) []string {
 
 // The rebuild's concurrency is bounded per installation: however many
 // repositories run at once and however many issue-event reads one
-// repository has, no installation has more than InstallationConcurrency
+// repository has, no installation has more than forge.DefaultInstallationConcurrency
 // requests in flight, and every PR's events are read once, as when they
 // were read one after the other. Only upper bounds are asserted: how much
 // parallelism a loaded machine reaches is logged.
@@ -128,12 +127,12 @@ func TestRequestsBoundedPerInstallation(t *testing.T) {
 	perOwner, total := f.peaks()
 	t.Logf("most requests in flight: %v per installation, %d in all", perOwner, total)
 	for owner, n := range perOwner {
-		if n > DefaultInstallationConcurrency {
-			t.Errorf("%s had %d requests in flight, want at most %d", owner, n, DefaultInstallationConcurrency)
+		if n > forge.DefaultInstallationConcurrency {
+			t.Errorf("%s had %d requests in flight, want at most %d", owner, n, forge.DefaultInstallationConcurrency)
 		}
 	}
-	if total > DefaultConcurrency*DefaultInstallationConcurrency {
-		t.Errorf("%d requests in flight in all, want at most %d", total, DefaultConcurrency*DefaultInstallationConcurrency)
+	if total > DefaultConcurrency*forge.DefaultInstallationConcurrency {
+		t.Errorf("%d requests in flight in all, want at most %d", total, DefaultConcurrency*forge.DefaultInstallationConcurrency)
 	}
 	// Each rebuilt queue is in label order, whatever order the reads ended in.
 	for _, tn := range []string{"301", "302", "303"} {
@@ -156,7 +155,7 @@ func TestRequestsBoundedPerInstallation(t *testing.T) {
 
 // The rate-limit budget holds with the reads of one repository in flight
 // together: below MinRateRemaining no new request starts, and those in
-// flight (at most InstallationConcurrency) are all that can overshoot.
+// flight (at most forge.DefaultInstallationConcurrency) are all that can overshoot.
 func TestRateLimitLowWithConcurrentReads(t *testing.T) {
 	e := newEnv(t)
 	e.clock.Advance(-2 * time.Hour) // see TestRateLimitLowStopsEarly
@@ -175,9 +174,9 @@ func TestRateLimitLowWithConcurrentReads(t *testing.T) {
 	if sum.Deferred == 0 || len(sum.RateLimited) != 1 || sum.RateLimited[0] != tenant {
 		t.Fatalf("summary %+v: want an early stop for tenant %s", sum, tenant)
 	}
-	// Measured: 96 (100 minus the 4 in flight) every time; the margin
-	// allows for answers that come back, and are observed, out of order.
-	if min := DefaultMinRateRemaining - 2*DefaultInstallationConcurrency; left < min {
+	// At most the requests in flight overshoot; the margin allows for
+	// answers that come back, and are observed, out of order.
+	if min := DefaultMinRateRemaining - 2*forge.DefaultInstallationConcurrency; left < min {
 		t.Errorf("%d points left after stopping, want at least %d", left, min)
 	}
 	// Joins read before the stop were applied, in label order.
@@ -198,30 +197,4 @@ func TestInterleave(t *testing.T) {
 	if got := interleave([]string(nil), func(s string) string { return s }); len(got) != 0 {
 		t.Errorf("interleave(nil) = %v", got)
 	}
-}
-
-// A request slot waits for one to be given back, or for the context.
-func TestRequestGate(t *testing.T) {
-	g := newRequestGate(2)
-	ctx := context.Background()
-	r1, err := g.acquire(ctx, "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, _ := g.acquire(ctx, "1")
-	if _, err := g.acquire(ctx, "2"); err != nil {
-		t.Fatalf("another installation waited: %v", err)
-	}
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if _, err := g.acquire(short, "1"); err != context.DeadlineExceeded {
-		t.Fatalf("third slot of installation 1: %v, want to wait until the deadline", err)
-	}
-	r1()
-	r3, err := g.acquire(ctx, "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2()
-	r3()
 }
