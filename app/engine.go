@@ -65,7 +65,7 @@ type Engine struct {
 type worker struct {
 	key  leasedo.Key
 	wake chan struct{}
-	busy bool // in a pass, or a retry is scheduled (guarded by Engine.mu)
+	busy bool // woken, in a pass, or a retry is scheduled (guarded by Engine.mu)
 }
 
 // NewEngine returns an engine; Start runs it.
@@ -138,6 +138,10 @@ func (e *Engine) Kick(k leasedo.Key) {
 		e.wg.Add(1)
 		go e.run(w)
 	}
+	// Busy from the wake-up on, under the lock that Busy reads: the worker
+	// takes the wake-up before it runs the pass, and Busy must not see the
+	// moment in between as idle.
+	w.busy = true
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -214,7 +218,9 @@ func (e *Engine) run(w *worker) {
 			retry = e.clock.NewTimer(d)
 			retryC = retry.C()
 		}
-		e.setBusy(w, d > 0)
+		e.mu.Lock()
+		w.busy = d > 0 || len(w.wake) > 0 // a wake-up that came during the pass is work
+		e.mu.Unlock()
 		idle.Reset(idleExit)
 	}
 }

@@ -22,6 +22,7 @@ const (
 	maxEvalsPerStep   = 5
 	rulesCacheTTL     = time.Minute // a base's rules change rarely; every reading needs them
 	methodsCacheTTL   = time.Hour   // a repository's merge methods, learned from a refusal or a read
+	retryBase         = time.Second // the first pause; the engine waits on the injected clock
 	maxRetryWait      = 30 * time.Second
 )
 
@@ -49,9 +50,6 @@ type SyncConfig struct {
 	Logger zerolog.Logger
 	// Observer, when set, gets the sync's outcomes (metrics).
 	Observer Observer
-	// RetryBase is the first pause before reading again what GitHub
-	// settles by itself (default 1 s); it doubles up to 30 s.
-	RetryBase time.Duration
 }
 
 // Syncer runs the sync of one repository: the level-triggered pass that
@@ -81,9 +79,6 @@ type cached[T any] struct {
 func NewSyncer(cfg SyncConfig) *Syncer {
 	if cfg.Clock == nil {
 		cfg.Clock = leasedo.SystemClock{}
-	}
-	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = time.Second
 	}
 	if cfg.Policy.MergeMethod == "" {
 		cfg.Policy.MergeMethod = forge.MethodMerge
@@ -536,14 +531,14 @@ func (s *Syncer) rememberMethods(k leasedo.Key, m forge.MergeMethods) {
 }
 
 // nextRetry is the pause before reading an entry again that GitHub is
-// settling: RetryBase, doubling with each pause in a row, up to 30 s.
+// settling: retryBase, doubling with each pause in a row, up to 30 s.
 func (s *Syncer) nextRetry(k leasedo.Key, pr int) time.Duration {
 	key := k.String() + "#" + strconv.Itoa(pr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.retries[key]
 	s.retries[key] = n + 1
-	d := s.cfg.RetryBase << min(n, 8)
+	d := retryBase << min(n, 8)
 	return min(d, maxRetryWait)
 }
 
