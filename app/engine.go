@@ -212,7 +212,6 @@ func (e *Engine) run(w *worker) {
 			continue
 		}
 		stopRetry() // a wake-up runs the pass the retry was for
-		e.setBusy(w, true)
 		d := e.sync(w.key)
 		if d > 0 {
 			retry = e.clock.NewTimer(d)
@@ -223,12 +222,6 @@ func (e *Engine) run(w *worker) {
 		e.mu.Unlock()
 		idle.Reset(idleExit)
 	}
-}
-
-func (e *Engine) setBusy(w *worker, busy bool) {
-	e.mu.Lock()
-	w.busy = busy
-	e.mu.Unlock()
 }
 
 func (e *Engine) removeWorker(w *worker) {

@@ -89,9 +89,6 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 	}
 }
 
-// Policy returns the policy the Syncer decides with.
-func (s *Syncer) Policy() rules.Policy { return s.cfg.Policy }
-
 // Sync moves k's queue forward under l, Tide-style: read the state, take
 // the next action, repeat until nothing is left to do now; then bring the
 // check runs up to date. It returns when to come back (0: at the next
