@@ -59,84 +59,32 @@ type DrainPolicy struct {
 // delivery's fault: the whole call fails, nothing is recorded, and every
 // delivery stays pending as it was.
 func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare Prepare, policy DrainPolicy) (Drain, error) {
-	out, err := s.DrainMany(ctx, []DrainRequest{{Key: k, By: by, Limit: limit, Prepare: prepare}}, 0, policy)
-	if err != nil {
-		return Drain{}, err
-	}
-	if out[0].Locked != nil {
-		return Drain{}, out[0].Locked
-	}
-	return out[0].Drain, nil
-}
-
-// DrainRequest is one repository's part of a DrainMany call.
-type DrainRequest struct {
-	Key     Key
-	By      string
-	Limit   int // most deliveries of Key applied (default 16)
-	Prepare Prepare
-}
-
-// DrainOutcome is what DrainMany did for one request.
-type DrainOutcome struct {
-	Drain
-	Locked *LockedError // the lease is held by someone else: nothing applied
-}
-
-// DrainMany is Drain for several repositories in ONE transaction, each as
-// Drain describes it (its own lease, arrival order, savepoints). A
-// transaction's fixed cost (begin, commit, the pages every delivery
-// touches) is most of what applying one delivery costs, and deliveries
-// arrive spread over repositories, so the engine gathers the repositories
-// waiting to drain into one call. total caps the deliveries applied in all
-// (0: no cap beyond each Limit); requests it leaves out answer More with
-// nothing done. So do those after a webhook's commit starts waiting for
-// the writer: the call commits after the repository it is in, and the
-// acknowledgement waits for that one, not for all of them. A database
-// error fails the whole call, as for Drain.
-func (s *Store) DrainMany(ctx context.Context, reqs []DrainRequest, total int, policy DrainPolicy) ([]DrainOutcome, error) {
 	if policy.MaxAttempts <= 0 {
 		policy.MaxAttempts = 5
 	}
 	if policy.Backoff == nil {
 		policy.Backoff = func(n int) time.Duration { return time.Duration(1<<min(n-1, 8)) * time.Second }
 	}
-	out := make([]DrainOutcome, len(reqs))
+	if limit <= 0 {
+		limit = 16
+	}
+	var out Drain
+	var locked *LockedError
 	s.db.heavy.Lock() // never beside a checkpoint pass (DB.heavy)
 	defer s.db.heavy.Unlock()
+	// A held lease commits too: finding one stamped in the future (the
+	// clock jumped back) restamps it (lease.go).
 	err := s.db.write(ctx, func(tx *wtx) error {
-		clear(out)
-		now := s.now()
-		left := total
-		yielded := false
-		for i, r := range reqs {
-			if yielded || (i > 0 && s.db.turns.firstWaiting()) {
-				yielded = true
-				out[i].More = true
-				continue
-			}
-			limit := r.Limit
-			if limit <= 0 {
-				limit = 16
-			}
-			if total > 0 {
-				if left <= 0 {
-					out[i].More = true
-					continue
-				}
-				limit = min(limit, left)
-			}
-			locked, err := s.drainKey(ctx, tx, now, r.Key, r.By, limit, r.Prepare, policy, &out[i].Drain)
-			if err != nil {
-				return err
-			}
-			out[i].Locked = locked
-			left -= len(out[i].Done)
-		}
-		return nil
+		out = Drain{}
+		var err error
+		locked, err = s.drainKey(ctx, tx, s.now(), k, by, limit, prepare, policy, &out)
+		return err
 	})
-	if err != nil {
-		return nil, err
+	switch {
+	case err != nil:
+		return Drain{}, err
+	case locked != nil:
+		return Drain{}, locked
 	}
 	return out, nil
 }
