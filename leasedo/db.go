@@ -639,6 +639,17 @@ func savepoint(ctx context.Context, tx *wtx, fn func() error) (fnErr, err error)
 	return fnErr, nil
 }
 
+// readOnWriter runs fn's reads on the writer connection between its
+// transactions: its page cache holds what the last commits wrote, where a
+// reader's starts cold after every commit.
+func (db *DB) readOnWriter(ctx context.Context, fn func(q querier) error) error {
+	if _, err := db.turns.acquire(ctx, false, nil); err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer db.turns.release()
+	return fn(db.w)
+}
+
 // read runs fn in one read transaction (a consistent snapshot).
 func (db *DB) read(ctx context.Context, fn func(tx *wtx) error) error {
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})

@@ -13,10 +13,12 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Prepare turns one pending delivery into what applies it. An error means
-// the delivery itself is at fault (malformed): retrying cannot help, so it
-// is marked failed at once and kept for the operator. d.Body is only valid
-// during the call (its buffer is reused): what it returns must not alias it.
+// Prepare turns one pending delivery into what applies it. It runs before
+// the write transaction begins, so it may take its time (decoding JSON) but
+// must not call GitHub. An error means the delivery itself is at fault
+// (malformed): retrying cannot help, so it is marked failed at once and
+// kept for the operator. d.Body is only valid during the call (its buffer
+// is reused): what it returns must not alias it.
 type Prepare func(Delivery) (Batch, error)
 
 // Drained is what became of one delivery in a Drain.
@@ -43,21 +45,27 @@ type DrainPolicy struct {
 	Backoff     func(attempts int) time.Duration // wait after the n-th failed attempt (default 2^(n-1) s)
 }
 
-// Drain applies up to limit of k's pending deliveries, in arrival order,
-// in ONE write transaction that also takes and gives back k's lease: the
-// protocol's applying of an event (acquire, apply, release) for a batch of
-// deliveries. Nobody can see the lease in between, so it is not written;
-// a stale lease left by a dead holder is removed, as acquiring and
-// releasing it would. A lease held by someone else answers *LockedError
-// and nothing is applied (the deliveries wait for it).
+// Drain applies up to limit of k's pending deliveries, in arrival order.
+// They are read and prepared first, outside any write, since translating
+// a payload costs more than applying it and the writer is shared with the
+// webhooks' commits. Then ONE write transaction takes and gives back k's
+// lease and applies them: the protocol's applying of an event (acquire,
+// apply, release) for a batch of deliveries. Nobody can see the lease in
+// between, so it is not written; a stale lease left by a dead holder is
+// removed, as acquiring and releasing it would. A lease held by someone
+// else answers *LockedError and nothing is applied (the deliveries wait
+// for it).
 //
-// prepare runs inside the transaction, so it must only compute (never call
-// GitHub). Each delivery is applied under a savepoint: one whose apply
-// fails is rolled back alone, its attempt recorded (failed at
-// MaxAttempts), and nothing after it is applied in this call — arrival
-// order holds. A database error (disk full, I/O, interruption) is not the
-// delivery's fault: the whole call fails, nothing is recorded, and every
-// delivery stays pending as it was.
+// The transaction reads k's pending deliveries again and applies those
+// prepared, in that order: one pending but not prepared as it is now (put
+// back to pending, an attempt recorded meanwhile) ends the call with More,
+// so nothing is applied ahead of an earlier delivery. Each is applied
+// under a savepoint in the transaction that marks it done, so it is
+// applied exactly once: one whose apply fails is rolled back alone, its
+// attempt recorded (failed at MaxAttempts), and nothing after it is
+// applied in this call. A database error (disk full, I/O, interruption)
+// is not the delivery's fault: the whole call fails, nothing is recorded,
+// and every delivery stays pending as it was.
 func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare Prepare, policy DrainPolicy) (Drain, error) {
 	if policy.MaxAttempts <= 0 {
 		policy.MaxAttempts = 5
@@ -68,16 +76,20 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 	if limit <= 0 {
 		limit = 16
 	}
+	prepared, err := s.preparePending(ctx, k, limit, prepare)
+	if err != nil {
+		return Drain{}, err
+	}
 	var out Drain
 	var locked *LockedError
 	s.db.heavy.Lock() // never beside a checkpoint pass (DB.heavy)
 	defer s.db.heavy.Unlock()
 	// A held lease commits too: finding one stamped in the future (the
 	// clock jumped back) restamps it (lease.go).
-	err := s.db.write(ctx, func(tx *wtx) error {
+	err = s.db.write(ctx, func(tx *wtx) error {
 		out = Drain{}
 		var err error
-		locked, err = s.drainKey(ctx, tx, s.now(), k, by, limit, prepare, policy, &out)
+		locked, err = s.drainKey(ctx, tx, s.now(), k, by, limit, prepared, policy, &out)
 		return err
 	})
 	switch {
@@ -89,14 +101,23 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 	return out, nil
 }
 
-// drainKey is one repository's part of a Drain, inside tx: it fills out.
-func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by string, limit int, prepare Prepare, policy DrainPolicy, out *Drain) (*LockedError, error) {
-	locked, err := s.takeAndGiveBack(ctx, tx, k, now)
-	if err != nil || locked != nil {
-		return locked, err
-	}
-	ds, err := pendingIn(ctx, tx, k, limit)
-	if err != nil {
+// preparedDelivery is a pending delivery as it was read and prepared.
+type preparedDelivery struct {
+	attempts int // as read: an attempt recorded since means it changed
+	batch    Batch
+	err      error // from Prepare, or an unreadable body: failed at once
+}
+
+// preparePending reads k's first pending deliveries and
+// prepares them, up to one in backoff (none after it can be applied
+// before it).
+func (s *Store) preparePending(ctx context.Context, k Key, limit int, prepare Prepare) (map[int64]preparedDelivery, error) {
+	var ds []pendingDelivery
+	if err := s.db.readOnWriter(ctx, func(q querier) error {
+		var err error
+		ds, err = pendingIn(ctx, q, k, limit, true)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -104,6 +125,36 @@ func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by 
 			pd.release()
 		}
 	}()
+	now := s.now()
+	out := make(map[int64]preparedDelivery, len(ds))
+	for _, pd := range ds {
+		d := pd.Delivery
+		if d.NextTryAt.After(now) {
+			break
+		}
+		body, release, err := decodeBodyPooled(pd.enc, pd.stored)
+		p := preparedDelivery{attempts: d.Attempts, err: err} // unreadable: as malformed as can be
+		if err == nil {
+			d.Body = body
+			p.batch, p.err = prepare(d)
+		}
+		release()
+		out[d.Seq] = p
+	}
+	return out, nil
+}
+
+// drainKey is Drain's write, inside tx: it applies what prepared holds in
+// the order k's deliveries are pending now, and fills out.
+func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by string, limit int, prepared map[int64]preparedDelivery, policy DrainPolicy, out *Drain) (*LockedError, error) {
+	locked, err := s.takeAndGiveBack(ctx, tx, k, now)
+	if err != nil || locked != nil {
+		return locked, err
+	}
+	ds, err := pendingIn(ctx, tx, k, limit, false)
+	if err != nil {
+		return nil, err
+	}
 	out.More = len(ds) == limit
 	l := &Lease{Key: k, By: by}
 	for _, pd := range ds {
@@ -112,18 +163,12 @@ func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by 
 			out.RetryAt, out.More = d.NextTryAt, false
 			break
 		}
-		// The body is decoded into a reused buffer for prepare alone:
-		// decoding into fresh memory was a third of all the server's
-		// allocations at 1,000 deliveries/s.
-		body, release, berr := decodeBodyPooled(pd.enc, pd.stored)
-		prep := prepare
-		if berr != nil { // unreadable: as malformed as can be
-			prep = func(Delivery) (Batch, error) { return Batch{}, berr }
+		p, ok := prepared[d.Seq]
+		if !ok || p.attempts != d.Attempts {
+			out.More = true // prepared on the next call
+			break
 		}
-		d.Body = body
-		r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prep, policy)
-		release()
-		r.Delivery.Body = nil
+		r, retryAt, err := s.drainOne(ctx, tx, l, now, d, p, policy)
 		if err != nil {
 			return nil, err
 		}
@@ -171,14 +216,18 @@ func (p *pendingDelivery) release() {
 	p.buf, p.stored = nil, nil
 }
 
-// pendingIn reads k's first pending deliveries, with their bodies, on the
-// writer: its page cache is warm, where a reader's starts cold after every
-// commit.
-func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]pendingDelivery, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT d.seq, d.delivery_id, d.event, d.action, coalesce(b.body, x''),
+// pendingIn reads k's first pending deliveries, with their bodies (as
+// stored) when withBody.
+func pendingIn(ctx context.Context, tx querier, k Key, limit int, withBody bool) ([]pendingDelivery, error) {
+	query := `SELECT d.seq, d.delivery_id, d.event, d.action, x'', '', d.received_at, d.attempts, d.next_try_at
+		FROM deliveries d WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`
+	if withBody {
+		query = `SELECT d.seq, d.delivery_id, d.event, d.action, coalesce(b.body, x''),
 			coalesce(b.encoding, ''), d.received_at, d.attempts, d.next_try_at
 		FROM deliveries d LEFT JOIN delivery_bodies b ON b.seq = d.seq
-		WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`, k.Tenant, k.Repo, limit)
+		WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`
+	}
+	rows, err := tx.QueryContext(ctx, query, k.Tenant, k.Repo, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 	}
@@ -195,8 +244,10 @@ func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]pendingDeliver
 			}
 			return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 		}
-		p.buf = storedBufs.Get().(*[]byte)
-		p.stored = append((*p.buf)[:0], raw...)
+		if withBody {
+			p.buf = storedBufs.Get().(*[]byte)
+			p.stored = append((*p.buf)[:0], raw...)
+		}
 		d.ReceivedAt, d.NextTryAt = time.UnixMilli(recv), time.UnixMilli(next)
 		out = append(out, p)
 	}
@@ -209,13 +260,13 @@ func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]pendingDeliver
 	return out, nil
 }
 
-// drainOne prepares and applies d under a savepoint. A non-zero retryAt:
-// d stays pending in backoff until then, so nothing after it may be
-// applied now.
-func (s *Store) drainOne(ctx context.Context, tx *wtx, l *Lease, now time.Time, d Delivery, prepare Prepare, policy DrainPolicy) (r Drained, retryAt time.Time, err error) {
+// drainOne applies d, as p prepared it, under a savepoint. A non-zero
+// retryAt: d stays pending in backoff until then, so nothing after it may
+// be applied now.
+func (s *Store) drainOne(ctx context.Context, tx *wtx, l *Lease, now time.Time, d Delivery, p preparedDelivery, policy DrainPolicy) (r Drained, retryAt time.Time, err error) {
 	var none time.Time
 	r.Delivery = d
-	b, perr := prepare(d)
+	b, perr := p.batch, p.err
 	if perr != nil {
 		r.Err, r.Failed = perr, true
 		return r, none, s.recordAttempt(ctx, tx, d, perr, DeliveryFailed, now)

@@ -303,3 +303,54 @@ func TestDrainDatabaseFullCountsNoAttempt(t *testing.T) {
 		t.Fatalf("after room was made: %+v %v", res, err)
 	}
 }
+
+// Deliveries are prepared before the write transaction, which applies
+// them in the order they are pending then: one that changed state
+// meanwhile (applied or failed by someone else) is skipped, and an earlier
+// one put back to pending meanwhile (not prepared) stops the call, so
+// nothing is applied ahead of it. Prepare may write: it runs outside the
+// transaction.
+func TestDrainSkipsWhatChangedSincePrepared(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTB(t, Options{})
+	in := s.NewInbox(0)
+	defer in.Close()
+	enqueueJoins(t, in, key, 1, 2, 3)
+	setState := func(id, state string) {
+		t.Helper()
+		if err := s.db.write(ctx, func(tx *wtx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = ? WHERE delivery_id = ?`, state, id)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prep := func(d Delivery) (Batch, error) {
+		if d.ID == key.Repo+"-1" {
+			setState(key.Repo+"-2", DeliveryFailed) // failed meanwhile
+		}
+		return decodeEvent(d)
+	}
+	res, err := s.Drain(ctx, key, "worker", 16, prep, DrainPolicy{})
+	if err != nil || len(res.Done) != 2 || res.Done[0].Delivery.ID != key.Repo+"-1" || res.Done[1].Delivery.ID != key.Repo+"-3" {
+		t.Fatalf("drain: %+v %v", res, err)
+	}
+	if got := queuedPRs(t, s, key); got != "1,3" {
+		t.Fatalf("queue = %s, want 1,3 (2 skipped)", got)
+	}
+
+	// 2 goes back to pending while 4 is prepared: 4 must wait for it.
+	enqueueJoins(t, in, key, 4)
+	prep = func(d Delivery) (Batch, error) {
+		setState(key.Repo+"-2", DeliveryPending)
+		return decodeEvent(d)
+	}
+	res, err = s.Drain(ctx, key, "worker", 16, prep, DrainPolicy{})
+	if err != nil || len(res.Done) != 0 || !res.More {
+		t.Fatalf("drain with an earlier delivery back to pending: %+v %v", res, err)
+	}
+	res, err = s.Drain(ctx, key, "worker", 16, decodeEvent, DrainPolicy{})
+	if err != nil || len(res.Done) != 2 || queuedPRs(t, s, key) != "1,3,2,4" {
+		t.Fatalf("next drain: %+v %v, queue %s", res, err, queuedPRs(t, s, key))
+	}
+}
