@@ -89,35 +89,16 @@ func IsStorageError(err error) bool {
 }
 
 // writerTurns hands the writer connection to one transaction at a time, in
-// arrival order, except that "first" requests (the inbox) go before every
-// waiting ordinary one. database/sql alone hands a freed connection to a
-// random waiter: with a hundred engine workers queued, a webhook's commit
-// waited behind most of them.
-// There is at most one first request at a time (the inbox commits from
-// one goroutine), so ordinary writes still get every other turn.
-//
-// A waiting first request may also be taken along by the transaction that
-// holds the writer: run inside it, just before its commit (DB.writeInTurn).
-// Its webhook then waits for one commit instead of two, and the two
-// transactions' shared pages go to the WAL once.
+// arrival order, except that "first" requests (the inbox's group commits,
+// which a webhook's 202 waits for) go before every waiting ordinary one.
+// database/sql alone hands a freed connection to a random waiter: with a
+// hundred engine workers queued, a webhook's commit waited behind most of
+// them. There is at most one first request at a time (the inbox commits
+// from one goroutine), so ordinary writes still get every other turn.
 type writerTurns struct {
 	mu          sync.Mutex
 	held        bool
 	first, rest []chan struct{}
-	along       *alongReq // the waiting first request's work, if it may be taken along
-}
-
-// alongReq is a first request's transaction body, offered to the holder.
-type alongReq struct {
-	ch    chan struct{} // its place in first
-	fn    func(tx *wtx) error
-	taken bool          // by the holder, which answers on res
-	res   chan alongRes // buffered
-}
-
-type alongRes struct {
-	err   error // fn's error, or nil once committed
-	retry bool  // the holder did not commit: run fn in a transaction of its own
 }
 
 // firstWaiting reports whether a "first" request (a webhook's commit)
@@ -128,79 +109,33 @@ func (g *writerTurns) firstWaiting() bool {
 	return len(g.first) > 0
 }
 
-// acquire waits for the writer. A first request that passes fn may instead
-// be taken along by the holder: acquire then returns that outcome as
-// taken (and does not hold the writer).
-func (g *writerTurns) acquire(ctx context.Context, first bool, fn func(tx *wtx) error) (taken *alongRes, err error) {
+// acquire waits for the writer.
+func (g *writerTurns) acquire(ctx context.Context, first bool) error {
 	g.mu.Lock()
 	if !g.held {
 		g.held = true
 		g.mu.Unlock()
-		return nil, nil
+		return nil
 	}
 	ch := make(chan struct{})
-	var a *alongReq
 	if first {
 		g.first = append(g.first, ch)
-		if fn != nil {
-			a = &alongReq{ch: ch, fn: fn, res: make(chan alongRes, 1)}
-			g.along = a
-		}
 	} else {
 		g.rest = append(g.rest, ch)
 	}
 	g.mu.Unlock()
-	var res <-chan alongRes
-	if a != nil {
-		res = a.res
-	}
 	select {
 	case <-ch:
-		g.dropAlong(a)
-		return nil, nil
-	case r := <-res:
-		return &r, nil
+		return nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		removed := removeWaiter(&g.first, ch) || removeWaiter(&g.rest, ch)
-		wasTaken := a != nil && a.taken
-		if g.along == a {
-			g.along = nil
-		}
 		g.mu.Unlock()
-		switch {
-		case wasTaken: // the holder runs it: its outcome must be told
-			r := <-a.res
-			return &r, nil
-		case !removed: // handed over meanwhile: pass it on
+		if !removed { // handed over meanwhile: pass it on
 			g.release()
 		}
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-}
-
-func (g *writerTurns) dropAlong(a *alongReq) {
-	if a == nil {
-		return
-	}
-	g.mu.Lock()
-	if g.along == a {
-		g.along = nil
-	}
-	g.mu.Unlock()
-}
-
-// takeAlong hands the holder the waiting first request's work, if any:
-// it leaves the queue, and the holder must answer it on res.
-func (g *writerTurns) takeAlong() *alongReq {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	a := g.along
-	if a == nil || !removeWaiter(&g.first, a.ch) {
-		return nil
-	}
-	g.along, a.taken = nil, true
-	return a
 }
 
 // release hands the writer to the next waiter, or frees it.
@@ -436,7 +371,7 @@ func (db *DB) checkpoint(mayRestart bool) (caughtUp, restarted bool) {
 			f.Close()
 		}
 	}
-	if _, err := db.turns.acquire(context.Background(), false, nil); err != nil {
+	if err := db.turns.acquire(context.Background(), false); err != nil {
 		return false, true
 	}
 	defer db.turns.release()
@@ -555,22 +490,8 @@ func (db *DB) writeFirst(ctx context.Context, fn func(tx *wtx) error) error {
 }
 
 func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) error) error {
-	var along func(tx *wtx) error
-	if first {
-		along = fn
-	}
-	for {
-		taken, err := db.turns.acquire(ctx, first, along)
-		if err != nil {
-			return fmt.Errorf("begin write: %w", err)
-		}
-		if taken == nil {
-			break // the writer is ours
-		}
-		if !taken.retry {
-			return taken.err
-		}
-		along = nil // the holder could not commit it: in a transaction of our own
+	if err := db.turns.acquire(ctx, first); err != nil {
+		return fmt.Errorf("begin write: %w", err)
 	}
 	defer db.turns.release()
 	if db.stmts.pending() {
@@ -588,36 +509,12 @@ func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) erro
 		db.noteWrite(err)
 		return err
 	}
-	// A webhook's commit waiting meanwhile goes in this one (writerTurns).
-	// Its outcome is told whatever happens here: committed, its own error,
-	// or (this transaction failed) retry in a transaction of its own.
-	var a *alongReq
-	if !first {
-		a = db.turns.takeAlong()
-	}
-	res := alongRes{retry: true}
-	if a != nil {
-		defer func() { a.res <- res }()
-		fnErr, err := savepoint(ctx, tx, func() error { return a.fn(tx) })
-		if err != nil { // this transaction cannot go on either
-			db.noteWrite(err)
-			return err
-		}
-		if fnErr != nil {
-			res = alongRes{err: fnErr} // rolled back alone; ours goes on
-		}
-	}
 	if err := tx.Commit(); err != nil {
 		db.noteWrite(err)
 		return fmt.Errorf("commit: %w", err)
 	}
 	db.commits.Add(1)
 	db.noteWrite(nil)
-	if res.err == nil {
-		res = alongRes{}
-	} else {
-		db.noteWrite(res.err) // the webhook's write taken along failed alone
-	}
 	return nil
 }
 
@@ -643,7 +540,7 @@ func savepoint(ctx context.Context, tx *wtx, fn func() error) (fnErr, err error)
 // transactions: its page cache holds what the last commits wrote, where a
 // reader's starts cold after every commit.
 func (db *DB) readOnWriter(ctx context.Context, fn func(q querier) error) error {
-	if _, err := db.turns.acquire(ctx, false, nil); err != nil {
+	if err := db.turns.acquire(ctx, false); err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer db.turns.release()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,86 +281,60 @@ func TestCommitsWriteFewPages(t *testing.T) {
 	}
 }
 
-// holdWriter runs a write transaction that writes one event and returns
-// only once a webhook's commit waits for the writer; it returns that
-// transaction's error.
-func holdWriter(t *testing.T, s *Store) error {
-	t.Helper()
-	return s.db.write(context.Background(), func(tx *wtx) error {
-		if _, err := tx.ExecContext(context.Background(), `INSERT INTO events (tenant, repo, ts, event_type, action, pr_number) VALUES ('42', 'octo/hello', 1, 'holder', '', 0)`); err != nil {
-			return err
-		}
-		deadline := time.Now().Add(10 * time.Second) // liveness only
-		for !s.db.turns.firstWaiting() {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("no commit came to wait")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		return nil
-	})
-}
-
-// A webhook's commit that waits for the writer goes in the holder's
-// commit: one commit for both, the delivery stored and acknowledged.
-func TestAWaitingCommitGoesAlong(t *testing.T) {
+// A webhook's commit that waits for the writer goes before the ordinary
+// writes already waiting (the engine's), so a 202 waits for at most the
+// transaction that holds the writer.
+func TestAWaitingCommitGoesFirst(t *testing.T) {
 	s, _ := openTB(t, Options{})
 	in := s.NewInbox(0)
 	defer in.Close()
-	stored := make(chan error, 1)
-	before := s.db.commits.Load()
-	go func() {
-		for !s.db.turns.isHeld() {
+	ctx := context.Background()
+	release := make(chan struct{})
+	holding := make(chan struct{})
+	go s.db.write(ctx, func(tx *wtx) error { //nolint:errcheck
+		close(holding)
+		<-release
+		return nil
+	})
+	<-holding
+	var wg sync.WaitGroup
+	var sawIt atomic.Int64 // engine writes that found the delivery already committed
+	waiters := func() int {
+		s.db.turns.mu.Lock()
+		defer s.db.turns.mu.Unlock()
+		return len(s.db.turns.first) + len(s.db.turns.rest)
+	}
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.db.write(ctx, func(tx *wtx) error { //nolint:errcheck
+				var n int64
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE delivery_id = 'first'`).Scan(&n); err != nil {
+					t.Error(err)
+				}
+				sawIt.Add(n)
+				return nil
+			})
+		}()
+		for waiters() != i+1 {
 			runtime.Gosched()
 		}
-		_, err := in.Enqueue(context.Background(), delivery("along", key, "{}"))
-		stored <- err
-	}()
-	if err := holdWriter(t, s); err != nil {
-		t.Fatal(err)
 	}
-	if err := <-stored; err != nil {
-		t.Fatalf("enqueue: %v", err)
-	}
-	if n := s.db.commits.Load() - before; n != 1 {
-		t.Fatalf("%d commits for the holder and the delivery, want 1", n)
-	}
-	if n := countRows(t, s, `SELECT count(*) FROM deliveries WHERE delivery_id = 'along'`); n != 1 {
-		t.Fatalf("delivery stored %d times", n)
-	}
-	if n := countRows(t, s, `SELECT count(*) FROM events WHERE event_type = 'holder'`); n != 1 {
-		t.Fatalf("holder's event stored %d times", n)
-	}
-	// The same delivery again is still told apart as a duplicate.
-	if dup, err := in.Enqueue(context.Background(), delivery("along", key, "{}")); err != nil || !dup {
-		t.Fatalf("again: dup=%v err=%v", dup, err)
-	}
-}
-
-// A commit taken along that fails rolls back its own writes alone: its
-// caller gets the error, the holder's writes are committed.
-func TestAWorkTakenAlongFailsAlone(t *testing.T) {
-	s, _ := openTB(t, Options{})
-	failed := make(chan error, 1)
+	wg.Add(1)
 	go func() {
-		for !s.db.turns.isHeld() {
-			runtime.Gosched()
+		defer wg.Done()
+		if _, err := in.Enqueue(ctx, delivery("first", key, "{}")); err != nil {
+			t.Error(err)
 		}
-		failed <- s.db.writeFirst(context.Background(), func(tx *wtx) error {
-			if _, err := tx.ExecContext(context.Background(), `INSERT INTO events (tenant, repo, ts, event_type, action, pr_number) VALUES ('42', 'octo/hello', 2, 'along', '', 0)`); err != nil {
-				return err
-			}
-			return fmt.Errorf("bad delivery")
-		})
 	}()
-	if err := holdWriter(t, s); err != nil {
-		t.Fatal(err)
+	for !s.db.turns.firstWaiting() {
+		runtime.Gosched()
 	}
-	if err := <-failed; err == nil || err.Error() != "bad delivery" {
-		t.Fatalf("taken along: %v, want its own error", err)
-	}
-	if got := countRows(t, s, `SELECT count(*) FROM events WHERE event_type = 'holder'`) + 10*countRows(t, s, `SELECT count(*) FROM events WHERE event_type = 'along'`); got != 1 {
-		t.Fatalf("holder's rows + 10 × along's = %d, want 1", got)
+	close(release)
+	wg.Wait()
+	if n := sawIt.Load(); n != 3 {
+		t.Fatalf("%d of the 3 engine writes waiting before it ran after the webhook's commit, want all", n)
 	}
 }
 
