@@ -33,12 +33,6 @@ type DB struct {
 	done     chan struct{}
 	turns    writerTurns // orders the single writer's transactions
 	stmts    *stmtCache  // the writer's prepared statements
-	// heavy is held by the CPU-heavy background work, a drain transaction
-	// or a checkpoint pass, so that at most one of them runs at a time and
-	// the other core stays free for webhooks: side by side they can take
-	// both cores of a small box, and an acknowledgement woken meanwhile
-	// waits up to Go's 10 ms preemption slice (docs/performance.md).
-	heavy sync.Mutex
 	// commits counts the writer's commits: the checkpointer skips its
 	// pass when nothing was committed since the last one.
 	commits atomic.Int64
@@ -379,10 +373,8 @@ func (db *DB) checkpoint(mayRestart bool) (caughtUp, restarted bool) {
 	return err == nil && copied == frames, true
 }
 
-// passive runs one PASSIVE checkpoint pass, never beside a drain (heavy).
+// passive runs one PASSIVE checkpoint pass.
 func (db *DB) passive(busy, frames, copied *int64) error {
-	db.heavy.Lock()
-	defer db.heavy.Unlock()
 	return db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(busy, frames, copied)
 }
 

@@ -82,8 +82,6 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 	}
 	var out Drain
 	var locked *LockedError
-	s.db.heavy.Lock() // never beside a checkpoint pass (DB.heavy)
-	defer s.db.heavy.Unlock()
 	// A held lease commits too: finding one stamped in the future (the
 	// clock jumped back) restamps it (lease.go).
 	err = s.db.write(ctx, func(tx *wtx) error {
