@@ -161,11 +161,8 @@ func removeWaiter(q *[]chan struct{}, ch chan struct{}) bool {
 // checkpointEvery is how often the WAL is copied back into the database
 // while commits come in (an idle database is not visited). The writer's
 // automatic checkpoint is off: it ran inside a commit, on the path of the
-// webhook's 202. Often, so that each pass has little to write to the
-// disk: a pass fsyncs the WAL and the database, and a large flush, though
-// only this goroutine waits for it, slows the acknowledgements beside it.
-// docs/performance.md says how to measure the choice.
-const checkpointEvery = 10 * time.Millisecond
+// webhook's 202, and a pass fsyncs the WAL and the database.
+const checkpointEvery = time.Second
 
 // Options tune how the database is opened.
 type Options struct {
@@ -284,98 +281,54 @@ func createPrivate(path string) error {
 	return f.Chmod(0o600) // the umask may have taken bits away from 0600
 }
 
-// checkpointer copies the WAL back into the database in the background.
-// PASSIVE never blocks the writer or readers; what it cannot copy yet it
-// copies next time.
+// checkpointer copies the WAL back into the database in the background,
+// once after start (migrations may have written) and then on each tick
+// that follows commits.
 func (db *DB) checkpointer() {
 	defer close(db.done)
 	t := time.NewTicker(checkpointEvery)
 	defer t.Stop()
-	var last int64
-	var lastRestart time.Time
-	caughtUp := false // a first pass at start: migrations may have written
+	last := int64(-1)
 	for {
 		select {
 		case <-db.stop:
 			return
-		case now := <-t.C:
-			if n := db.commits.Load(); n != last || !caughtUp {
+		case <-t.C:
+			if n := db.commits.Load(); n != last {
 				last = n
-				var restarted bool
-				caughtUp, restarted = db.checkpoint(now.Sub(lastRestart) >= restartEvery)
-				if restarted {
-					lastRestart = now
-				}
+				db.checkpoint()
 			}
 		}
 	}
 }
 
 // walRestartBytes bounds the WAL. A PASSIVE checkpoint copies it back but
-// never starts it over: SQLite does that only at a write transaction that
+// never starts it over: SQLite does that at a write transaction that
 // begins while every frame is copied back and no reader is in the WAL,
-// which under steady load (a commit every millisecond) almost never
-// happens. Unbounded, it grew by 4 GB a minute at 1,000 deliveries/s.
+// which under steady load (a commit landing during every pass) never
+// happens, and the WAL grows without end.
 const walRestartBytes = 64 << 20
 
-// restartEvery is how often, at most, the checkpointer tries to start
-// the WAL over.
-const restartEvery = 250 * time.Millisecond
-
-// checkpoint copies the WAL back into the database file and, past
-// walRestartBytes, makes the next write start it over, without stalling
-// the webhook's commits:
-//
-//  1. PASSIVE passes, which never block a writer, until what is left is
-//     small (each pass copies what the previous one let pile up);
-//  2. the two files are fsynced from here, off the writer's path, so that
-//  3. a last PASSIVE pass, run while this goroutine holds the writer's turn
-//     (no commit can add frames), has little to copy or sync, where an
-//     unprepared RESTART holds the writer while it copies and syncs it
-//     all and writers sleep in SQLite's busy handler. It leaves every frame
-//     copied, so the next commit starts the WAL over. It never waits for
-//     a reader (a backup, say): frames a reader still needs stay, and the
-//     next tick tries again.
-func (db *DB) checkpoint(mayRestart bool) (caughtUp, restarted bool) {
+// checkpoint copies the WAL back into the database file with a PASSIVE
+// pass, which never blocks a writer or waits for a reader. Past
+// walLimit, it runs a second pass while it holds the writer's turn: no
+// commit can add frames meanwhile, so every frame is copied (unless a
+// reader still needs some: the next tick tries again) and the next
+// commit starts the WAL over. The first pass left little for the second
+// to copy and sync.
+func (db *DB) checkpoint() {
 	var busy, frames, copied int64
-	if err := db.passive(&busy, &frames, &copied); err != nil {
-		return false, false // retried next tick
+	if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
+		return // tried again next tick
 	}
 	if frames*db.pageSize <= db.walLimit {
-		return copied == frames, false
-	}
-	// Starting the WAL over takes the writer for a moment and two fsyncs:
-	// the checkpointer does not try at every tick while a reader (a
-	// backup) keeps it from happening.
-	if !mayRestart {
-		return false, false
-	}
-	for i := 0; i < 4; i++ {
-		before := copied
-		if err := db.passive(&busy, &frames, &copied); err != nil {
-			return false, true
-		}
-		if (copied-before)*db.pageSize < 1<<20 {
-			break
-		}
-	}
-	for _, name := range []string{db.path + "-wal", db.path} {
-		if f, err := os.Open(name); err == nil {
-			f.Sync() //nolint:errcheck // an optimisation: SQLite syncs again
-			f.Close()
-		}
+		return
 	}
 	if err := db.turns.acquire(context.Background(), false); err != nil {
-		return false, true
+		return
 	}
 	defer db.turns.release()
-	err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
-	return err == nil && copied == frames, true
-}
-
-// passive runs one PASSIVE checkpoint pass.
-func (db *DB) passive(busy, frames, copied *int64) error {
-	return db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(busy, frames, copied)
+	db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied) //nolint:errcheck // tried again next tick
 }
 
 // pingRetryBusy opens the first writer connection, which switches a new
