@@ -315,7 +315,7 @@ type cacheTransport struct {
 }
 
 func (t *cacheTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	op := opFrom(req)
+	op := Operation(req)
 	if req.Method != http.MethodGet || req.Header.Get("Range") != "" {
 		resp, err := t.next.RoundTrip(req)
 		if err == nil {
@@ -408,15 +408,22 @@ type readCloser struct {
 	io.Closer
 }
 
-// opKey carries the operation name (for per-endpoint stats) in a request's
-// context.
+// opKey carries the operation name in a request's context, for the
+// per-operation stats and Operation.
 type opKey struct{}
 
 func withOp(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opKey{}, op)
 }
 
-func opFrom(req *http.Request) string {
+// Operation names what a request to GitHub was sent for: the forge call's
+// operation ("pulls.get", "checks.list-for-ref", ...),
+// "apps.create-installation-access-token" for ghinstallation's token
+// refresh, "other" for a request no forge call made. It is the one name of
+// a GitHub operation in stats and metrics: a fixed set, whatever the paths
+// hold. A transport below forge's (Config.Transport) reads it from the
+// request it is given.
+func Operation(req *http.Request) string {
 	if strings.HasSuffix(req.URL.Path, "/access_tokens") {
 		return "apps.create-installation-access-token"
 	}
