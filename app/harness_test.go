@@ -212,10 +212,7 @@ func (h *harness) send(event string, body []byte) int {
 func (h *harness) sendID(event, id string, body []byte) int {
 	h.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, h.pub+"/webhook", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", webhook.Sign(testSecret, body))
+	webhook.SignDelivery(req.Header, testSecret, event, id, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)

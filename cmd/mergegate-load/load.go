@@ -233,11 +233,8 @@ func (s *loadState) send(ctx context.Context, i int64) {
 		s.errs.Add(1)
 		return
 	}
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "GitHub-Hookshot/mergegate-load")
-	req.Header.Set(webhook.EventHeader, event)
-	req.Header.Set(webhook.DeliveryHeader, id)
-	req.Header.Set(webhook.SignatureHeader, webhook.Sign(s.secret, body))
+	webhook.SignDelivery(req.Header, s.secret, event, id, body)
 	s.sent.Add(1)
 	s.bytes.Add(int64(len(body)))
 	t0 := time.Now()

@@ -60,10 +60,7 @@ func TestKill9AtRandomPointsLosesNothing(t *testing.T) {
 					i := next.Add(1) - 1
 					event, id, body := gen.Delivery(0, i)
 					req, _ := http.NewRequest(http.MethodPost, s.pub+"/webhook", bytes.NewReader(body))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set(webhook.EventHeader, event)
-					req.Header.Set(webhook.DeliveryHeader, id)
-					req.Header.Set(webhook.SignatureHeader, webhook.Sign(e2eSecret, body))
+					webhook.SignDelivery(req.Header, e2eSecret, event, id, body)
 					res, err := client.Do(req)
 					if err != nil {
 						continue // killed: not acknowledged
