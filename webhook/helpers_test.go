@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -62,41 +63,13 @@ func (f *fakeInbox) get(id string) (leasedo.Delivery, bool) {
 	return d, ok
 }
 
-// fixedClock is a leasedo.Clock stopped at one instant.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
-// NewTimer is a timer of a clock that never moves: it fires only for d <= 0.
-func (c fixedClock) NewTimer(d time.Duration) leasedo.Timer {
-	return leasedo.NewManualClock(c.t).NewTimer(d)
-}
-
 var testNow = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// syncBuffer is a bytes.Buffer safe for a server goroutine and a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testHandler wires a handler to a fresh fake inbox and a captured log.
 type testHandler struct {
 	h      http.Handler
 	inbox  *fakeInbox
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	stored []leasedo.Delivery // OnStored calls
 	mu     sync.Mutex
 }
@@ -107,11 +80,11 @@ func newTestHandler(t testing.TB, mutate ...func(*HandlerConfig)) *testHandler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := &testHandler{inbox: newFakeInbox(), logs: &syncBuffer{}}
+	th := &testHandler{inbox: newFakeInbox(), logs: &testkit.SyncBuffer{}}
 	cfg := HandlerConfig{
 		Secrets: secrets,
 		Inbox:   th.inbox,
-		Clock:   fixedClock{testNow},
+		Clock:   leasedo.NewManualClock(testNow), // never moved
 		Logger:  zerolog.New(th.logs),
 		OnStored: func(d leasedo.Delivery) {
 			th.mu.Lock()

@@ -4,35 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/internal/testkit"
 )
 
 // binPath is a mergegate binary, built once, for the tests that load one.
 var binPath string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mergegate-load-bin")
-	if err != nil {
-		panic(err)
-	}
-	binPath = filepath.Join(dir, "mergegate")
-	out, err := exec.Command("go", "build", "-o", binPath, "../mergegate").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build mergegate: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, "../mergegate", &binPath) }
 
 const e2eSecret = "load-test-secret"
 

@@ -16,27 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/migrations"
 )
 
 // binPath is the mergegate binary built once for the end-to-end tests.
 var binPath string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mergegate-bin")
-	if err != nil {
-		panic(err)
-	}
-	binPath = filepath.Join(dir, "mergegate")
-	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build mergegate: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, ".", &binPath) }
 
 // server is a running mergegate process on free loopback ports.
 type server struct {
