@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 )
@@ -189,7 +190,7 @@ func TestRulesQueuesPerBaseBranch(t *testing.T) {
 	}
 	for sha, prefix := range titles {
 		if got := h.lastCheckRun(sha).Title; !strings.HasPrefix(got, prefix) {
-			t.Fatalf("check run title on %s = %q, want it to start %q", sha[:7], got, prefix)
+			t.Fatalf("check run title on %s = %q, want it to start %q", forge.ShortSHA(sha), got, prefix)
 		}
 	}
 
