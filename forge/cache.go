@@ -33,7 +33,7 @@ import (
 // is eligible but not queued, i.e. when a queue is rebuilt or a webhook was
 // missed; once it joins they are not read again. A rebuild reads one such
 // listing per labelled PR (10,000 at the 1,000-repository scale), which, in
-// a plain LRU, evicted the PR listings every pass needs. Such answers
+// a plain LRU, would evict the PR listings every pass needs. Such answers
 // (coldOps) enter on probation, at the LRU's cold end: evicted before any
 // other entry, never at the expense of a regular one, and all of them
 // together held to 1/maxColdShare of each bound (oldest out first), so that
@@ -45,10 +45,10 @@ import (
 const (
 	defaultCacheEntries = 10000
 	// defaultCacheBytes bounds the cache's heap. The target is a one-VM
-	// install whose RSS stays under 100 MB, where the webhook path alone
-	// ran at 77-85 MB under sustained load (docs/performance.md), and with
-	// the GC's default GOGC=100 the heap may grow to twice what is live:
-	// the cache can only have a fraction of it. 32 MiB holds the
+	// install whose RSS stays under 100 MB, most of which the webhook path
+	// takes under sustained load (docs/performance.md), and with the GC's
+	// default GOGC=100 the heap may grow to twice what is live: the cache
+	// can only have a fraction of it. 32 MiB holds the
 	// steady-state working set of the tested scale (1,000 repositories:
 	// one listing page each, plus gate reads and the probationary share;
 	// TestCacheAtScale checks it). A 20-PR listing shaped like GitHub's

@@ -139,10 +139,11 @@ func TestLargestDeliveryFitsTheDefaultBudget(t *testing.T) {
 	}
 }
 
-// TestSlowUnauthenticatedConnectionsHoldLittle is the attack of issue 18:
-// 200 unauthenticated connections declare 25 MiB and send one byte, over a
-// real listener, while signed deliveries are stored in a real SQLite inbox
-// and acknowledged. The heap must not grow by what was declared (5 GB).
+// TestSlowUnauthenticatedConnectionsHoldLittle is the attack the body
+// budget is for: 200 unauthenticated connections declare 25 MiB and send
+// one byte, over a real listener, while signed deliveries are stored in a
+// real SQLite inbox and acknowledged. The heap must not grow by what was
+// declared (5 GB).
 func TestSlowUnauthenticatedConnectionsHoldLittle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 200 connections")
