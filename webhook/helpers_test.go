@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,7 +18,7 @@ import (
 )
 
 // fixtureDir holds the octokit/webhooks examples (MIT, LICENSE beside them).
-const fixtureDir = "../testdata/github-webhooks"
+var fixtureDir = testkit.Testdata("github-webhooks")
 
 // testSecret is the secret every test delivery is signed with.
 const testSecret = "test-secret-do-not-use"
@@ -174,11 +173,7 @@ func errorOf(t testing.TB, w *httptest.ResponseRecorder) string {
 // readFixture reads one example payload as it stands (pretty-printed).
 func readFixture(t testing.TB, rel string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, filepath.FromSlash(rel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testkit.ReadTestdata(t, "github-webhooks", filepath.FromSlash(rel))
 }
 
 // editJSON decodes body into a generic map (numbers kept exact), applies
