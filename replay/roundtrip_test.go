@@ -16,6 +16,7 @@ import (
 
 	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/webhook"
 )
@@ -62,13 +63,7 @@ func startLiveApp(t *testing.T, withGitHub bool) *liveApp {
 	l.app = a
 	// The cron's start-up pass runs first, as in app's test harness: a resync
 	// racing the first deliveries would make the state depend on timing.
-	deadline := time.Now().Add(15 * time.Second)
-	for a.Cron.Runs() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the start-up reconcile pass did not run")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "the start-up reconcile pass", func() bool { return a.Cron.Runs() >= 1 })
 	pub, _ := a.Addrs()
 	l.url = "http://" + pub + "/webhook"
 	t.Cleanup(func() { l.stop() })
