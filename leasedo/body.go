@@ -19,8 +19,9 @@ const (
 
 // encodeBufs recycles the compression buffers: s2.Encode needs room for
 // the worst case (a little more than the input), 25-30 KB a delivery, and
-// at 1,000 deliveries/s that garbage alone made the collector run several
-// times a second, each run holding one of the two cores.
+// at the 1,000 deliveries/s processing must keep up with, that garbage
+// alone would make the collector run several times a second, each run
+// holding one of a small VM's two cores.
 var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPooledBuf keeps a rare huge payload's buffer out of the pool.
