@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -198,11 +199,7 @@ func TestFaultGitHubDownMergeWaitsThenHappens(t *testing.T) {
 // the lease: it may be taken over, and the old holder is fenced.
 func TestFaultClockJumpsLease(t *testing.T) {
 	ctx := context.Background()
-	db, err := leasedo.Open(ctx, filepath.Join(t.TempDir(), "clock.db"), leasedo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testkit.OpenDB(t, filepath.Join(t.TempDir(), "mergegate.db"), leasedo.Options{})
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clk := leasedo.NewManualClock(t0)
 	const ttl = 30 * time.Second
