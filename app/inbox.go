@@ -83,6 +83,7 @@ type prepared struct {
 // (malformed): retrying cannot fix it, and it is marked failed at once.
 func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 	p := prepared{d: d, start: time.Now()}
+	p.d.Body = nil // not kept: up to applyBatch are prepared before they are applied
 	p.log = withNonEmpty(e.log.With().Str("delivery", d.ID).Str("event", d.Event),
 		"action", d.Action, "tenant", d.Tenant, "repo", d.Repo).Logger()
 	t, err := webhook.Translate(d, e.cfg.Options)

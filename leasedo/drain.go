@@ -118,12 +118,13 @@ func (s *Store) preparePending(ctx context.Context, k Key, limit int, prepare Pr
 	}
 	now := s.now()
 	out := make(map[int64]preparedDelivery, len(ds))
-	for _, pd := range ds {
-		d := pd.Delivery
+	for i := range ds {
+		d := ds[i].Delivery
 		if d.NextTryAt.After(now) {
 			break
 		}
-		body, err := decodeBody(pd.enc, pd.stored)
+		body, err := decodeBody(ds[i].enc, ds[i].stored)
+		ds[i].stored = nil // garbage once decoded
 		p := preparedDelivery{attempts: d.Attempts, err: err} // unreadable: as malformed as can be
 		if err == nil {
 			d.Body = body
