@@ -202,8 +202,8 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	// SQLite's default 4 KiB pages, set before the switch to WAL (it only
 	// takes effect on a new file). A commit writes every page it touched
 	// whole, and applying a delivery touches ~19 (rows and index entries
-	// of deliveries, events, queue, audit): with 16 KiB pages that was
-	// 300 KB of WAL per delivery, copied back again by the checkpoints.
+	// of deliveries, events, queue, audit): with 16 KiB pages that would
+	// be 300 KB of WAL per delivery, copied back again by the checkpoints.
 	q.Add("_pragma", "page_size(4096)")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
@@ -211,8 +211,9 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "wal_autocheckpoint(0)")
 	// The WAL file keeps its blocks when it starts over (rewriting them
-	// costs no allocation, whose journal commits made fsyncs slow), unless
-	// a burst left it past four times the bound.
+	// allocates no new blocks, and allocation costs the filesystem a
+	// journal commit on the next fsync), unless a burst left it past four
+	// times the bound.
 	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", 4*walRestartBytes))
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + path + "?" + q.Encode()
