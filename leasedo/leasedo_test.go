@@ -13,10 +13,6 @@ import (
 	"github.com/mergegate/mergegate/forge"
 )
 
-// GateSuccess is only for inbox_test.go, which still spells it unqualified;
-// the gate results are forge's. It goes when that test says forge.GateSuccess.
-const GateSuccess = forge.GateSuccess
-
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func newStore(t *testing.T) (*Store, *ManualClock) {
