@@ -396,9 +396,10 @@ func (h *handler) log(o outcome) {
 		ev = h.cfg.Logger.Info()
 	}
 	// A key whose value is unknown (a ping has no action, a refused
-	// delivery no repository) is left out rather than logged empty.
-	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).Str("event", o.d.Event)
-	for _, kv := range [...][2]string{{"action", o.d.Action}, {"tenant", o.d.Tenant}, {"repo", o.d.Repo}} {
+	// request perhaps not even a delivery id) is left out rather than
+	// logged empty.
+	for _, kv := range [...][2]string{{"delivery", clip(o.d.ID, MaxDeliveryID)}, {"event", o.d.Event},
+		{"action", o.d.Action}, {"tenant", o.d.Tenant}, {"repo", o.d.Repo}} {
 		if kv[1] != "" {
 			ev = ev.Str(kv[0], kv[1])
 		}
