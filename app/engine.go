@@ -232,7 +232,11 @@ func (e *Engine) removeWorker(w *worker) {
 const sweepEvery = 5 * time.Second
 
 // housekeeping prunes processed deliveries and sweeps for due work, so that
-// nothing waits on a wake-up that never comes.
+// nothing waits on a wake-up that never comes. Its tickers are on the wall
+// clock, like a worker's idle exit: they are a safety net whose timing
+// changes no decision (the prune's cutoff and every retry are on the
+// injected clock), and a timer that is always due within seconds would
+// make a test clock that moves to the next due timer move all the time.
 func (e *Engine) housekeeping() {
 	defer e.wg.Done()
 	sweep := time.NewTicker(sweepEvery)

@@ -53,7 +53,7 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 			case r.Err == nil:
 				e.applied(p, r.Results)
 			case r.Failed:
-				e.cfg.Metrics.delivery(p.d.Event, "failed", 0, p.d.ReceivedAt, e.clock.Now())
+				e.cfg.Metrics.delivery(p.d.Event, "failed", p.d.ReceivedAt, e.clock.Now())
 				p.log.Error().Err(r.Err).Int("attempts", p.d.Attempts+1).Msg("delivery failed; kept for the operator (GET /queue, dashboard)")
 			default:
 				p.log.Warn().Err(r.Err).Int("attempts", p.d.Attempts+1).Time("retry_at", res.RetryAt).Msg("delivery failed; will retry")
@@ -75,14 +75,13 @@ type prepared struct {
 	t       webhook.Translation
 	b       leasedo.Batch
 	tracked []leasedo.Key
-	start   time.Time
 	log     zerolog.Logger
 }
 
 // prepare translates one delivery. An error means it cannot be translated
 // (malformed): retrying cannot fix it, and it is marked failed at once.
 func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
-	p := prepared{d: d, start: time.Now()}
+	p := prepared{d: d}
 	p.d.Body = nil // not kept: up to applyBatch are prepared before they are applied
 	p.log = withNonEmpty(e.log.With().Str("delivery", d.ID).Str("event", d.Event),
 		"action", d.Action, "tenant", d.Tenant, "repo", d.Repo).Logger()
@@ -116,7 +115,7 @@ func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 // applied records, logs and follows up one applied delivery.
 func (e *Engine) applied(p prepared, results []leasedo.Result) {
 	d, t := p.d, p.t
-	e.cfg.Metrics.delivery(d.Event, outcomeOf(t, results), time.Since(p.start), d.ReceivedAt, e.clock.Now())
+	e.cfg.Metrics.delivery(d.Event, outcomeOf(t, results), d.ReceivedAt, e.clock.Now())
 	ev := p.log.Info()
 	if len(t.Events) > 0 {
 		ev = ev.Int("pr", t.Events[0].PRNumber).Str("sha", t.Events[0].Details.Sha)

@@ -70,7 +70,7 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) delivery(event, outcome string, _ time.Duration, received, now time.Time) {
+func (m *Metrics) delivery(event, outcome string, received, now time.Time) {
 	if m == nil {
 		return
 	}
