@@ -263,6 +263,16 @@ func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Fatalf("timed out waiting for: %s\nqueue: %+v\nmerges: %+v", what, h.queue(), h.gh.Merges())
 }
 
+// waitLogged waits, without moving the clock, until the log holds the
+// message msg at least n times: what a test that must not move time
+// waits for instead of sleeping.
+func (h *harness) waitLogged(msg string, n int) {
+	h.t.Helper()
+	testkit.Eventually(h.t, fmt.Sprintf("%d log lines %q", n, msg), func() bool {
+		return strings.Count(h.logBuf.String(), `"message":"`+msg+`"`) >= n
+	})
+}
+
 // settle waits until every delivery is applied and no worker runs, a
 // pending retry included (eventually moves the clock to it).
 func (h *harness) settle() {
