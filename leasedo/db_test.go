@@ -225,9 +225,8 @@ func walLength(t *testing.T, db *DB) int64 {
 // index entries live in, and no others: no sqlite_sequence page (no
 // AUTOINCREMENT) and no index entry under a state no query reads (the
 // partial indexes on deliveries). A commit writes each page it touched to
-// the WAL whole, and a checkpoint copies it again: at 1,000 deliveries/s
-// those writes were most of what the disk did (migration 0004). Here
-// storing one took 8.4 pages and applying one 7.7 before; 6.3 and 5.7 since.
+// the WAL whole, and a checkpoint copies it again: under load those
+// writes are most of what the disk does (migration 0004).
 func TestCommitsWriteFewPages(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTB(t, Options{})

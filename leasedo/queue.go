@@ -107,8 +107,7 @@ func (s *Store) Audit(ctx context.Context, k Key) ([]AuditEntry, error) {
 }
 
 // AuditTail returns the last n entries of k's audit log, oldest first: the
-// dashboard's overview shows a few per repository, and reading each
-// repository's whole log for them was a third of its render time.
+// dashboard's overview shows a few per repository, and reads no more.
 func (s *Store) AuditTail(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
 	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, action, pr_number, pr_sha, reason FROM
 		(SELECT id, ts, action, pr_number, pr_sha, reason FROM audit
