@@ -125,7 +125,9 @@ func (s *Store) preparePending(ctx context.Context, k Key, limit int, prepare Pr
 		}
 		body, err := decodeBody(ds[i].enc, ds[i].stored)
 		ds[i].stored = nil // garbage once decoded
-		p := preparedDelivery{attempts: d.Attempts, err: err} // unreadable: as malformed as can be
+
+		// An unreadable body is as malformed as can be: failed at once.
+		p := preparedDelivery{attempts: d.Attempts, err: err}
 		if err == nil {
 			d.Body = body
 			p.batch, p.err = prepare(d)
