@@ -176,8 +176,10 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		SHA         string `json:"sha"`
-		MergeMethod string `json:"merge_method"`
+		SHA           string `json:"sha"`
+		MergeMethod   string `json:"merge_method"`
+		CommitTitle   string `json:"commit_title"`
+		CommitMessage string `json:"commit_message"`
 	}
 	if !decodeBody(w, r, &body) {
 		return
@@ -229,7 +231,8 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		pr.State, pr.Merged, pr.MergeCommitSHA = "closed", true, commit
 		pr.MergedAt, pr.ClosedAt, pr.UpdatedAt = now, now, now
 		s.moveBase(rp, pr.BaseRef, commit, pr)
-		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit})
+		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit,
+			Title: body.CommitTitle, Message: body.CommitMessage})
 		writeJSON(w, http.StatusOK, obj{"sha": commit, "merged": true, "message": "Pull Request successfully merged"})
 	}
 }
