@@ -34,6 +34,23 @@ type Policy struct {
 	// ReadPR: the head's pull request must be read before it is merged
 	// (blocking labels or a title pattern need its labels and title).
 	ReadPR bool
+
+	// How the sync carries out a merge or an update (not decisions).
+	//
+	// UpdateMethod is how a branch behind a strict base is brought up to
+	// date: merge (GitHub's update-branch, the default) or rebase.
+	UpdateMethod string
+	// CommitTitle and CommitMessage are the merge commit's templates
+	// (package policy renders them); "" leaves GitHub's.
+	CommitTitle, CommitMessage string
+	// DeleteBranch deletes the head branch after the merge (never a
+	// fork's, never one another open pull request is based on).
+	DeleteBranch bool
+	// LabelRequiresWrite: the trigger label counts only when the person
+	// who added it may write to the repository.
+	LabelRequiresWrite bool
+	// PriorityLabels rank pull requests, highest first.
+	PriorityLabels []string
 }
 
 // NeedsPR reports whether p decides on the pull request's labels or
