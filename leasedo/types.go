@@ -86,6 +86,12 @@ const (
 	OpReevaluate Op = "reevaluate" // a new head (details.sha) or base (details.base)
 	OpRecheck    Op = "recheck"    // GitHub reports something new about the head: read it again
 	OpIgnore     Op = "ignore"     // logged, no queue action
+	// OpLabels: a queued PR's labels changed and it stays eligible: take
+	// its priority (details.priority) and read it again (a blocking label).
+	OpLabels Op = "labels"
+	// OpPolicy: a push touched the repository's policy file: read it
+	// again at the next sync.
+	OpPolicy Op = "policy"
 )
 
 // Gate results.
@@ -116,6 +122,7 @@ const (
 	ResultReevaluated   = "reevaluated"
 	ResultGateRecorded  = "gate_recorded"
 	ResultIgnored       = "ignored"
+	ResultPolicyStale   = "policy_stale"
 )
 
 // Event is the POST /event body (docs/lease-protocol.md).
@@ -152,6 +159,10 @@ type Details struct {
 	// MergeMethod, for a join, is the method the author chose when enabling
 	// GitHub auto-merge (merge, squash or rebase); "" otherwise.
 	MergeMethod string `json:"mergeMethod,omitempty"`
+	// Priority, when set, is the PR's rank by its labels (priority_labels)
+	// and PriorityName the label; a join of a PR already queued takes it.
+	Priority     *int   `json:"priority,omitempty"`
+	PriorityName string `json:"priorityName,omitempty"`
 }
 
 // Validate checks the fields POST /event requires and names the first one missing.
