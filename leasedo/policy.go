@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // StoredPolicy is a repository's policy file as last read (repo_policy).
@@ -68,9 +69,13 @@ func (s *Store) SavePolicy(ctx context.Context, p StoredPolicy) error {
 }
 
 // markPolicyStale: a push touched k's policy file (applied with the
-// delivery, OpPolicy).
+// delivery, OpPolicy). A push to an organisation's .github repository
+// marks every repository of that owner in the installation: its file is
+// their fallback.
 func markPolicyStale(ctx context.Context, tx *wtx, k Key) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE repo_policy SET stale = 1 WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo); err != nil {
+	owner, name, _ := strings.Cut(k.Repo, "/")
+	if _, err := tx.ExecContext(ctx, `UPDATE repo_policy SET stale = 1 WHERE tenant = ? AND (repo = ? OR (? AND substr(repo, 1, ?) = ?))`,
+		k.Tenant, k.Repo, name == ".github", len(owner)+1, owner+"/"); err != nil {
 		return fmt.Errorf("%s: mark policy stale: %w", k, err)
 	}
 	return nil

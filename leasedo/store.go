@@ -198,7 +198,7 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 // to be read again (a blocking label may have come or gone). A PR not
 // queued is ignored.
 func labelsEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details) (string, error) {
-	q := `UPDATE queue SET status = CASE WHEN status IN ('evaluating', 'gate_passed') THEN 'queued' ELSE status END`
+	q := `UPDATE queue SET status = CASE WHEN status IN ('evaluating', 'gate_passed', 'blocked') THEN 'queued' ELSE status END`
 	args := []any{}
 	if d.Priority != nil {
 		q += `, priority = ?, priority_name = ?`

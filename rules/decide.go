@@ -54,9 +54,11 @@ type Policy struct {
 }
 
 // NeedsPR reports whether p decides on the pull request's labels or
-// title, which the sync then reads for the head before merging it.
+// title, or merges with its title and body (templates) or deletes its
+// branch: the sync then reads the head's pull request before merging it.
 func (p Policy) NeedsPR() bool {
-	return p.ReadPR || len(p.BlockingLabels) > 0 || p.BlockingTitle != nil
+	return p.ReadPR || len(p.BlockingLabels) > 0 || p.BlockingTitle != nil ||
+		p.CommitTitle != "" || p.CommitMessage != "" || p.DeleteBranch
 }
 
 // FrozenReason is what a frozen queue's entries wait for.
@@ -67,12 +69,14 @@ func (p Policy) FrozenReason() string {
 	return "frozen: " + p.FreezeMessage
 }
 
+// HeldPrefix starts the reason of an entry the policy holds back (a
+// blocking label or title): it keeps its place as a blocked entry does,
+// and the entries behind it go on.
+const HeldPrefix = "held: "
+
 // Holding says why the policy holds the pull request back ("" when it
-// does not): a freeze, a blocking label, a title that matches.
+// does not): a blocking label, a title that matches.
 func Holding(pr *PRText, p Policy) string {
-	if p.Frozen {
-		return p.FrozenReason()
-	}
 	if pr == nil {
 		return ""
 	}
@@ -85,6 +89,19 @@ func Holding(pr *PRText, p Policy) string {
 		return fmt.Sprintf("its title matches blocking_title %q: change the title to let it merge", re.String())
 	}
 	return ""
+}
+
+// hold is the action for a head the policy holds back: frozen, it waits
+// at the head (the whole queue waits); held by a label or its title, it
+// steps aside like a blocked entry, keeping its place.
+func hold(pr *forge.PR, p Policy) (Action, bool) {
+	if p.Frozen {
+		return waitPassed(p.FrozenReason()), true
+	}
+	if why := Holding(textOf(pr), p); why != "" {
+		return Action{Kind: Block, Problem: "held", Reason: HeldPrefix + why}, true
+	}
+	return Action{}, false
 }
 
 // PRText is what the blocking rules read of a pull request.
@@ -286,8 +303,8 @@ func decideHead(f Facts, p Policy) Action {
 		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
 			"the base branch %s uses GitHub's merge queue, which refuses direct merges: remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, base, base)}
 	}
-	if why := Holding(textOf(pr), p); why != "" {
-		return waitPassed(why)
+	if a, held := hold(pr, p); held {
+		return a
 	}
 	method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod, p.MethodFrom)
 	if !ok {
@@ -357,8 +374,8 @@ func decideRefusal(f Facts, p Policy) Action {
 		// The branch is up to date after all: merge, as decideHead would,
 		// with a method the repository allows (settings are read again
 		// after a refusal) or not at all.
-		if why := Holding(textOf(f.PR), p); why != "" {
-			return waitPassed(why)
+		if a, held := hold(f.PR, p); held {
+			return a
 		}
 		method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod, p.MethodFrom)
 		if !ok {
