@@ -81,6 +81,8 @@ func (e Effective) Options() rules.Options {
 	if c.Branches != nil {
 		o.Branches = c.Branches
 	}
+	o.PriorityLabels = c.PriorityLabels
+	o.BlockingLabels = c.BlockingLabels
 	return o
 }
 
@@ -251,12 +253,7 @@ const (
 // list from highest down): the highest listed label present ranks
 // len(list)-i; none, 0. name is the label ("" for none).
 func PriorityOf(priorityLabels, labels []string) (rank int, name string) {
-	for i, l := range priorityLabels {
-		if rules.HasLabel(labels, l) {
-			return len(priorityLabels) - i, l
-		}
-	}
-	return 0, ""
+	return rules.PriorityOf(priorityLabels, labels)
 }
 
 // PriorityName says a rank in words for a check run's title ("" for 0).

@@ -23,6 +23,12 @@ type Options struct {
 	// Branches, when not empty, are the base branches (names or path.Match
 	// patterns such as release-*) that have a queue; other bases do not.
 	Branches []string
+	// PriorityLabels rank pull requests, highest first (a join takes
+	// its rank from its labels).
+	PriorityLabels []string
+	// BlockingLabels hold a pull request back (its removal makes the
+	// entry be read again).
+	BlockingLabels []string
 	// For, when set, returns a repository's own options (its
 	// .github/mergegate.yml over these defaults). It is read on the
 	// webhook path, inside the inbox's transaction: it must answer from
@@ -61,6 +67,18 @@ func (o Options) HasQueue(base string) bool {
 		}
 	}
 	return false
+}
+
+// PriorityOf is the rank labels give under priorityLabels (a list from
+// highest down): the highest listed label present ranks len(list)-i; none,
+// 0. name is the label ("" for none).
+func PriorityOf(priorityLabels, labels []string) (rank int, name string) {
+	for i, l := range priorityLabels {
+		if HasLabel(labels, l) {
+			return len(priorityLabels) - i, l
+		}
+	}
+	return 0, ""
 }
 
 // TriggerOf is the first trigger label among labels ("" for none).

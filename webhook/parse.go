@@ -124,6 +124,8 @@ type installationRef struct {
 // repoRef is a repository as payloads list it.
 type repoRef struct {
 	FullName string `json:"full_name"`
+	// DefaultBranch is read of a push's repository.
+	DefaultBranch string `json:"default_branch"`
 }
 
 func (e envelope) meta() Meta {
@@ -168,6 +170,7 @@ func (p *present) UnmarshalJSON(b []byte) error {
 // pullRequest holds the fields eligibility reads.
 type pullRequest struct {
 	Number int     `json:"number"`
+	Title  string  `json:"title"`
 	State  string  `json:"state"`
 	Draft  bool    `json:"draft"`
 	Labels []named `json:"labels"`
@@ -228,9 +231,19 @@ type statusPayload struct {
 
 type pushPayload struct {
 	envelope
-	Ref     string `json:"ref"`
-	After   string `json:"after"`
-	Deleted bool   `json:"deleted"`
+	Ref     string       `json:"ref"`
+	After   string       `json:"after"`
+	Deleted bool         `json:"deleted"`
+	Forced  bool         `json:"forced"`
+	Commits []pushCommit `json:"commits"`
+}
+
+// pushCommit lists the files one pushed commit added, removed and
+// modified (a webhook delivery lists up to 2,048 commits).
+type pushCommit struct {
+	Added    []string `json:"added"`
+	Removed  []string `json:"removed"`
+	Modified []string `json:"modified"`
 }
 
 // installationPayload is an installation or installation_repositories
