@@ -317,9 +317,10 @@ func exampleItem(key string, n *yaml.Node) string {
 	return "..."
 }
 
-// suggest names the known key closest to a typo, when one is close.
+// suggest names the known key closest to a typo, when one is close: at
+// most half the key's length away ("freeze" is 3 edits from "frozen").
 func suggest(key string, keys map[string][]int) string {
-	best, bestD := "", 3
+	best, bestD := "", max(len(key)/2, 1)+1
 	for k := range keys {
 		if d := distance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
 			best, bestD = k, d

@@ -133,6 +133,9 @@ func TestProblems(t *testing.T) {
 		{"an unknown placeholder in a template",
 			"merge_commit:\n  title: \"{tittle} (#{number})\"\n",
 			[]string{name + `:2: merge_commit.title: unknown placeholder {tittle}: want one of {number}, {title}, {body}, {author}, {co_authors}`}},
+		{"a key from another tool's vocabulary",
+			"freeze: true\n",
+			[]string{name + `:1: unknown key "freeze" (did you mean "frozen"?)`}},
 		{"a key set twice",
 			"frozen: true\nfrozen: false\n",
 			nil}, // YAML itself refuses it; checked below

@@ -1,0 +1,162 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/policy"
+)
+
+// postJSON posts body to the admin listener and decodes the answer.
+func postJSON(t *testing.T, u string, body any, v any) int {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(u, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if v != nil {
+		if err := json.Unmarshal(raw, v); err != nil {
+			t.Fatalf("POST %s: %v (%s)", u, err, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+// pushPolicy is a push to the default branch that modified the policy file.
+func (h *harness) pushPolicy() {
+	h.t.Helper()
+	h.mustSend("push", h.fixture("push/with-new-branch.payload.json", func(m map[string]any) {
+		m["ref"] = "refs/heads/" + testBase
+		m["after"] = "1111111111111111111111111111111111111111"
+		obj(m, "repository")["default_branch"] = testBase
+		obj(m, "repository")["full_name"] = testRepo
+		m["commits"] = []any{map[string]any{"id": "c1", "added": []any{}, "removed": []any{}, "modified": []any{policy.Path}}}
+	}))
+}
+
+func (h *harness) lastTitle(sha string) string {
+	title := ""
+	for _, cr := range h.gh.CheckRuns() {
+		if cr.HeadSHA == sha {
+			title = cr.Title
+		}
+	}
+	return title
+}
+
+// The file, end to end, through signed deliveries: its merge method and
+// blocking label rule; a push that breaks it keeps the last good policy
+// and every check run, GET /queue and the dashboard say where; freeze and
+// thaw from the admin API, with who and why in the audit log.
+func TestPolicyFileEndToEnd(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetFile(testRepo, policy.Path, "merge_method: rebase\nblocking_labels: [do-not-merge]\n")
+	h.pushPolicy() // the file is added
+	const sha1, sha2, sha3 = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2", "c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3"
+	h.label(1, sha1)
+	h.pass(sha1)
+	h.eventually("#1 merged", func() bool { return len(h.merges()) == 1 })
+	if m := h.merges()[0]; m.Method != "rebase" {
+		t.Errorf("#1 merged with %s, want rebase (the file's; --merge-method is squash)", m.Method)
+	}
+
+	// A typo pushed to the default branch: the last good policy stays.
+	h.gh.SetFile(testRepo, policy.Path, "merge_method: rebase\nblocking_labels: [do-not-merge]\nfreeze: true\n")
+	h.pushPolicy()
+	h.label(2, sha2)
+	h.settle()
+	if got := h.lastTitle(sha2); !strings.HasSuffix(got, "· .github/mergegate.yml:3 has a problem") {
+		t.Errorf("#2's check run = %q", got)
+	}
+	var qv QueueView
+	getJSON(t, h.admin+"/queue?tenant="+testTenant+"&repo="+url.QueryEscape(testRepo), &qv)
+	if qv.Policy == nil || len(qv.Policy.Problems) != 1 || qv.Policy.Problems[0].Line != 3 ||
+		qv.Policy.Problems[0].Msg != `unknown key "freeze" (did you mean "frozen"?)` || qv.Policy.Source != policy.SourceRepo {
+		t.Fatalf("GET /queue policy = %+v", qv.Policy)
+	}
+	var rv RepoView
+	getJSON(t, h.admin+"/repos/"+testTenant+"/"+testRepo+".json", &rv)
+	if rv.Policy == nil || len(rv.Policy.Problems) != 1 {
+		t.Errorf("dashboard policy = %+v", rv.Policy)
+	}
+	page, _ := http.Get(h.admin + "/repos/" + testTenant + "/" + testRepo)
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if !strings.Contains(string(html), "Codertocat/Hello-World:.github/mergegate.yml:3: unknown key") {
+		t.Errorf("the dashboard page does not show the problem")
+	}
+	if n := strings.Count(h.logBuf.String(), "policy file has problems"); n != 1 {
+		t.Errorf("logged %d times, want once", n)
+	}
+
+	// Frozen from the admin API: #2 passes but does not merge.
+	var ans map[string]any
+	if code := postJSON(t, h.admin+"/freeze", map[string]string{"tenant": testTenant, "repo": testRepo, "by": "alice", "message": "release Friday"}, &ans); code != http.StatusOK {
+		t.Fatalf("POST /freeze: %d %v", code, ans)
+	}
+	if code := postJSON(t, h.admin+"/freeze", map[string]string{"tenant": testTenant, "repo": testRepo, "by": "alice"}, &ans); code != http.StatusBadRequest || ans["field"] != "message" {
+		t.Errorf("POST /freeze without a message: %d %v", code, ans)
+	}
+	h.pass(sha2)
+	h.settle()
+	if len(h.merges()) != 1 {
+		t.Fatalf("a frozen queue merged: %+v", h.merges())
+	}
+	if got := h.lastTitle(sha2); !strings.HasPrefix(got, "1st in the merge queue for master: frozen: release Friday") {
+		t.Errorf("#2's check run while frozen = %q", got)
+	}
+	if code := postJSON(t, h.admin+"/thaw", map[string]string{"tenant": testTenant, "repo": testRepo, "by": "bob", "message": "released"}, &ans); code != http.StatusOK {
+		t.Fatalf("POST /thaw: %d %v", code, ans)
+	}
+	h.eventually("#2 merged once thawed", func() bool { return len(h.merges()) == 2 })
+	if m := h.merges()[1]; m.Method != "rebase" {
+		t.Errorf("#2 merged with %s, want rebase (the last good policy)", m.Method)
+	}
+	getJSON(t, h.admin+"/queue?tenant="+testTenant+"&repo="+url.QueryEscape(testRepo), &qv)
+	var said []string
+	for _, a := range qv.Audit {
+		if a.Action == "freeze" || a.Action == "thaw" {
+			said = append(said, a.Reason)
+		}
+	}
+	if len(said) != 2 || said[0] != "repository frozen by alice: release Friday" || said[1] != "repository thawed by bob: released" {
+		t.Errorf("audit = %q", said)
+	}
+
+	// Fixed and pushed: the problem is gone, a blocking label holds #3
+	// back without stopping the queue.
+	h.gh.SetFile(testRepo, policy.Path, "merge_method: squash\nblocking_labels: [do-not-merge]\n")
+	h.pushPolicy()
+	h.gh.AddPR(testRepo, fakegithub.PR{Number: 3, HeadSHA: sha3, BaseRef: testBase, Labels: []string{"automerge", "do-not-merge"}})
+	h.mustSend("pull_request", h.prPayload("labeled", 3, sha3, "automerge", "do-not-merge"))
+	h.pass(sha3)
+	h.settle()
+	if len(h.merges()) != 2 {
+		t.Fatalf("#3 with do-not-merge merged: %+v", h.merges())
+	}
+	if got := h.lastTitle(sha3); !strings.Contains(got, `waits, the label "do-not-merge" keeps it from merging`) {
+		t.Errorf("#3's check run = %q", got)
+	}
+	h.gh.SetLabels(testRepo, 3, "automerge")
+	h.mustSend("pull_request", h.fixture("pull_request/unlabeled.payload.json", func(m map[string]any) {
+		var pm map[string]any
+		json.Unmarshal(h.prPayload("unlabeled", 3, sha3, "automerge"), &pm) //nolint:errcheck
+		for k, v := range pm {
+			m[k] = v
+		}
+		m["label"] = map[string]any{"name": "do-not-merge"}
+	}))
+	h.eventually("#3 merged once the label is removed", func() bool { return len(h.merges()) == 3 })
+	if m := h.merges()[2]; m.Method != "squash" {
+		t.Errorf("#3 merged with %s, want squash (the fixed file)", m.Method)
+	}
+}
