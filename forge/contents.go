@@ -126,3 +126,15 @@ func (c *Client) DeleteBranch(ctx context.Context, tenant, repo, branch string) 
 	}
 	return err
 }
+
+// AddLabel adds label to PR (or issue) number (POST
+// /repos/{owner}/{repo}/issues/{issue_number}/labels).
+func (c *Client) AddLabel(ctx context.Context, tenant, repo string, number int, label string) error {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "issues.add-labels", tenant, repo)
+	if err != nil {
+		return err
+	}
+	cl.number = number
+	_, _, err = in.gh.Issues.AddLabelsToIssue(ctx, owner, name, number, []string{label})
+	return cl.classify(ctx, err, false)
+}

@@ -176,3 +176,59 @@ func (s *Store) SetPriority(ctx context.Context, l *Lease, pr, rank int, name st
 	})
 	return changed, err
 }
+
+// Command is a "@mergegate ..." command from a comment, waiting for the
+// repository's next sync.
+type Command struct {
+	ID        int64
+	PRNumber  int
+	CommentID int64
+	Author    string
+	Command   string // queue, cancel, refresh, priority, or label (who added the trigger label)
+	Arg       string
+	CreatedAt int64
+}
+
+func insertCommand(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int64) error {
+	if pr <= 0 || d.Command == "" {
+		return &FieldError{Field: "details.command", Msg: "and prNumber are required for a command"}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO commands (tenant, repo, pr_number, comment_id, author, command, arg, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.CommentID, d.By, d.Command, d.Arg, now); err != nil {
+		return fmt.Errorf("%s: store command: %w", k, err)
+	}
+	return nil
+}
+
+// Commands returns k's waiting commands, oldest first.
+func (s *Store) Commands(ctx context.Context, k Key) ([]Command, error) {
+	rows, err := s.db.r.QueryContext(ctx, `SELECT id, pr_number, comment_id, author, command, arg, created_at FROM commands
+		WHERE tenant = ? AND repo = ? ORDER BY id LIMIT 50`, k.Tenant, k.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read commands: %w", k, err)
+	}
+	defer rows.Close()
+	var out []Command
+	for rows.Next() {
+		var c Command
+		if err := rows.Scan(&c.ID, &c.PRNumber, &c.CommentID, &c.Author, &c.Command, &c.Arg, &c.CreatedAt); err != nil {
+			return nil, fmt.Errorf("%s: read commands: %w", k, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// CommandDone deletes a command carried out (or refused), with what was
+// done in the audit log.
+func (s *Store) CommandDone(ctx context.Context, l *Lease, c Command, outcome string) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM commands WHERE id = ? AND tenant = ? AND repo = ?`, c.ID, l.Key.Tenant, l.Key.Repo); err != nil {
+			return fmt.Errorf("%s: command done: %w", l.Key, err)
+		}
+		return insertAudit(ctx, tx, l.Key, now, AuditCommand, c.PRNumber, "", outcome)
+	})
+}
+
+// AuditCommand records a comment command carried out or refused.
+const AuditCommand = "command"

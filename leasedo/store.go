@@ -130,6 +130,8 @@ func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 		result, err = labelsEntry(ctx, tx, k, ev.PRNumber, d)
 	case OpPolicy:
 		result, err = ResultPolicyStale, markPolicyStale(ctx, tx, k)
+	case OpCommand:
+		result, err = ResultCommand, insertCommand(ctx, tx, k, ev.PRNumber, d, now)
 	case OpIgnore:
 		result = ResultIgnored
 	default:

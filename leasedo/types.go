@@ -92,6 +92,9 @@ const (
 	// OpPolicy: a push touched the repository's policy file: read it
 	// again at the next sync.
 	OpPolicy Op = "policy"
+	// OpCommand: a "@mergegate ..." command in a comment (details.command,
+	// arg, by, commentId): stored, carried out by the next sync.
+	OpCommand Op = "command"
 )
 
 // Gate results.
@@ -123,6 +126,7 @@ const (
 	ResultGateRecorded  = "gate_recorded"
 	ResultIgnored       = "ignored"
 	ResultPolicyStale   = "policy_stale"
+	ResultCommand       = "command_stored"
 )
 
 // Event is the POST /event body (docs/lease-protocol.md).
@@ -163,6 +167,12 @@ type Details struct {
 	// and PriorityName the label; a join of a PR already queued takes it.
 	Priority     *int   `json:"priority,omitempty"`
 	PriorityName string `json:"priorityName,omitempty"`
+	// Command, Arg, By and CommentID: a comment command (OpCommand), or,
+	// By alone, who added the trigger label (label_requires_write).
+	Command   string `json:"command,omitempty"`
+	Arg       string `json:"arg,omitempty"`
+	By        string `json:"by,omitempty"`
+	CommentID int64  `json:"commentId,omitempty"`
 }
 
 // Validate checks the fields POST /event requires and names the first one missing.

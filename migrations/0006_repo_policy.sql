@@ -1,5 +1,5 @@
--- 0006: each repository's own policy (.github/mergegate.yml), freezes and
--- priorities.
+-- 0006: each repository's own policy (.github/mergegate.yml), freezes,
+-- priorities and comment commands.
 --
 -- repo_policy: the policy file in force per repository, kept so that a
 -- restart knows it before GitHub is asked again (the webhook path decides
@@ -42,3 +42,19 @@ CREATE TABLE freezes (
 -- priority_name says it on its check run ('' for normal).
 ALTER TABLE queue ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE queue ADD COLUMN priority_name TEXT NOT NULL DEFAULT '';
+
+-- commands: "@mergegate ..." commands from pull request comments, stored
+-- with the delivery and carried out by the repository's next sync (which
+-- checks the author's permission on GitHub first), then deleted.
+CREATE TABLE commands (
+    id          INTEGER PRIMARY KEY,
+    tenant      TEXT    NOT NULL,
+    repo        TEXT    NOT NULL,
+    pr_number   INTEGER NOT NULL,
+    comment_id  INTEGER NOT NULL,
+    author      TEXT    NOT NULL,
+    command     TEXT    NOT NULL,
+    arg         TEXT    NOT NULL DEFAULT '',
+    created_at  INTEGER NOT NULL
+);
+CREATE INDEX commands_by_repo ON commands (tenant, repo, id);

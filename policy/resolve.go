@@ -83,6 +83,9 @@ func (e Effective) Options() rules.Options {
 	}
 	o.PriorityLabels = c.PriorityLabels
 	o.BlockingLabels = c.BlockingLabels
+	if c.LabelRequiresWrite != nil {
+		o.LabelRequiresWrite = *c.LabelRequiresWrite
+	}
 	return o
 }
 

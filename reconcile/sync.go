@@ -73,6 +73,7 @@ type Syncer struct {
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
 	methods map[string]cached[forge.MergeMethods] // tenant:repo
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
+	perms   map[string]cached[forge.Permission]   // tenant:repo@user
 }
 
 type cached[T any] struct {
@@ -94,6 +95,7 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 	return &Syncer{
 		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
+		perms: map[string]cached[forge.Permission]{},
 	}
 }
 
@@ -115,6 +117,9 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 		}
 		// The policy in force (or the defaults) runs the queue meanwhile.
 		s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("could not read the repository's policy file; the policy in force stays")
+	}
+	if err := s.runCommands(ctx, l); err != nil {
+		return 0, err
 	}
 	var retry time.Duration
 	handled := map[int]bool{} // waiting for a retry: not again in this sync

@@ -26,6 +26,9 @@ type Options struct {
 	// PriorityLabels rank pull requests, highest first (a join takes
 	// its rank from its labels).
 	PriorityLabels []string
+	// LabelRequiresWrite: a trigger label counts only when whoever added
+	// it may write to the repository (checked by the sync).
+	LabelRequiresWrite bool
 	// BlockingLabels hold a pull request back (its removal makes the
 	// entry be read again).
 	BlockingLabels []string

@@ -142,14 +142,24 @@ func (e envelope) meta() Meta {
 // prPayload is a pull_request or pull_request_review delivery.
 type prPayload struct {
 	envelope
+	Sender      *named       `json:"sender"` // only its login is read
 	PullRequest *pullRequest `json:"pull_request"`
 	Label       *named       `json:"label"` // its name is only checked (a string or null)
 	Changes     *prChanges   `json:"changes"`
 }
 
-// named is an object of which only the name is read (a label).
+// named is an object of which only the name (a label) or the login (a
+// user) is read.
 type named struct {
-	Name string `json:"name"`
+	Name  string `json:"name"`
+	Login string `json:"login"`
+}
+
+func (p prPayload) senderLogin() string {
+	if p.Sender == nil {
+		return ""
+	}
+	return p.Sender.Login
 }
 
 type prChanges struct {

@@ -64,6 +64,8 @@ func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 		return translateStatus(d)
 	case "push":
 		return translatePush(d)
+	case "issue_comment":
+		return translateIssueComment(d)
 	case "installation", "installation_repositories":
 		return translateInstallation(d)
 	}
@@ -91,6 +93,10 @@ func OpOf(eventType, action string) leasedo.Op {
 		}
 	case "check_suite", "check_run", "status", "pull_request_review":
 		return leasedo.OpRecheck
+	case "issue_comment":
+		if action == "created" {
+			return leasedo.OpCommand
+		}
 	}
 	return leasedo.OpIgnore
 }
@@ -152,7 +158,13 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 			t.Ignored = "not eligible: " + notEligible
 			return t, nil
 		}
-		return withPriority(one(""))
+		tr, err := withPriority(one(""))
+		if p.Action == "labeled" && p.Label != nil && rules.HasLabel(opt.Labels(), p.Label.Name) && err == nil {
+			if ev, ok := labelCheck(d, pr.Number, p.senderLogin(), opt); ok {
+				tr.Events = append(tr.Events, ev)
+			}
+		}
+		return tr, err
 	case "closed":
 		return one("pull request closed")
 	case "unlabeled", "auto_merge_disabled", "converted_to_draft":

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -252,4 +253,38 @@ func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request) {
 	delete(rp.branches, branch)
 	s.rec.deletedRefs = append(s.rec.deletedRefs, rp.fullName+":"+branch)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// addLabels answers POST /repos/{owner}/{repo}/issues/{issue_number}/labels
+// ({"labels": [...]}, or the bare array of names go-github sends): 200
+// with every label of the issue.
+func (s *Server) addLabels(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "issue_number")
+	if pr == nil {
+		return
+	}
+	var raw json.RawMessage
+	if !decodeBody(w, r, &raw) {
+		return
+	}
+	var body struct {
+		Labels []string `json:"labels"`
+	}
+	if json.Unmarshal(raw, &body) != nil && json.Unmarshal(raw, &body.Labels) != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	if len(body.Labels) == 0 {
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	before := clonePR(pr)
+	for _, l := range body.Labels {
+		if !slices.ContainsFunc(pr.Labels, func(x string) bool { return strings.EqualFold(x, l) }) {
+			pr.Labels = append(pr.Labels, l)
+		}
+	}
+	pr.UpdatedAt = s.now()
+	s.recordTriggerChanges(rp, before, pr)
+	writeJSON(w, http.StatusOK, s.labelsJSON(rp, pr.Labels))
 }

@@ -34,6 +34,7 @@ const (
 	RouteGetPermission      = "GET /repos/{owner}/{repo}/collaborators/{username}/permission"
 	RouteCreateReaction     = "POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"
 	RouteDeleteRef          = "DELETE /repos/{owner}/{repo}/git/refs/{ref}"
+	RouteAddLabels          = "POST /repos/{owner}/{repo}/issues/{issue_number}/labels"
 )
 
 // Routes lists every route the server answers.
@@ -46,7 +47,7 @@ func Routes() []string {
 		RouteListInstallations, RouteIssueEvents, RouteGetRepo, RouteListReviews, RouteListCheckSuites,
 		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
 		RouteListDeliveries, RouteRedeliver,
-		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef,
+		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef, RouteAddLabels,
 	}
 }
 
@@ -80,6 +81,7 @@ func (s *Server) routes() {
 		RouteGetPermission:      s.getPermission,
 		RouteCreateReaction:     s.createReaction,
 		RouteDeleteRef:          s.deleteRef,
+		RouteAddLabels:          s.addLabels,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")
