@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
 )
 
 // MaxFileSize bounds a file read with RepoFile: a policy file is a few
@@ -137,4 +140,43 @@ func (c *Client) AddLabel(ctx context.Context, tenant, repo string, number int, 
 	cl.number = number
 	_, _, err = in.gh.Issues.AddLabelsToIssue(ctx, owner, name, number, []string{label})
 	return cl.classify(ctx, err, false)
+}
+
+// CommitAuthor is who wrote one commit of a pull request.
+type CommitAuthor struct {
+	Login, Name, Email string
+	// CoAuthors are the commit message's own Co-authored-by trailers.
+	CoAuthors []string
+}
+
+// PRCommitAuthors lists the authors of a pull request's commits (GET
+// /repos/{owner}/{repo}/pulls/{pull_number}/commits; GitHub lists at most
+// 250).
+func (c *Client) PRCommitAuthors(ctx context.Context, tenant, repo string, number int) ([]CommitAuthor, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "pulls.list-commits", tenant, repo)
+	if err != nil {
+		return nil, err
+	}
+	cl.number = number
+	opts := &github.ListOptions{PerPage: 100}
+	var out []CommitAuthor
+	for {
+		commits, resp, err := in.gh.PullRequests.ListCommits(ctx, owner, name, number, opts)
+		if err != nil {
+			return nil, cl.classify(ctx, err, false)
+		}
+		for _, rc := range commits {
+			a := CommitAuthor{Login: rc.GetAuthor().GetLogin(), Name: rc.GetCommit().GetAuthor().GetName(), Email: rc.GetCommit().GetAuthor().GetEmail()}
+			for _, line := range strings.Split(rc.GetCommit().GetMessage(), "\n") {
+				if t := strings.TrimSpace(line); strings.HasPrefix(strings.ToLower(t), "co-authored-by:") {
+					a.CoAuthors = append(a.CoAuthors, t)
+				}
+			}
+			out = append(out, a)
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
 }

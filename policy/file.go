@@ -382,8 +382,15 @@ func check(name string, root *yaml.Node, f File) Problems {
 				bad(prefix+"merge_method", "%smerge_method %q: want merge, squash or rebase", prefix, *b.MergeMethod)
 			}
 		}
-		if b.UpdateMethod != nil && *b.UpdateMethod != UpdateMerge && *b.UpdateMethod != UpdateRebase {
-			bad(prefix+"update_method", "%supdate_method %q: want merge or rebase", prefix, *b.UpdateMethod)
+		switch {
+		case b.UpdateMethod == nil || *b.UpdateMethod == UpdateMerge:
+		case *b.UpdateMethod == UpdateRebase:
+			// GitHub's REST update-branch only merges; the GraphQL
+			// mutation that rebases is not used yet. Refused rather than
+			// silently merged.
+			bad(prefix+"update_method", "%supdate_method rebase is not supported yet (GitHub's update-branch merges the base into the branch): use merge, or leave it out", prefix)
+		default:
+			bad(prefix+"update_method", "%supdate_method %q: want merge", prefix, *b.UpdateMethod)
 		}
 		if b.CheckTimeout != nil {
 			if _, err := ParseTimeout(*b.CheckTimeout); err != nil {

@@ -41,7 +41,7 @@ merge_commit:
   title: "{title} (#{number})"
   message: "{body}\n\n{co_authors}"
 check_timeout: 30m
-update_method: rebase
+update_method: merge
 frozen: false
 base_branches:
   release-1.x:
@@ -60,7 +60,7 @@ base_branches:
 	if main.MergeMethod != "squash" || main.MethodFrom != "merge_method in .github/mergegate.yml" {
 		t.Errorf("merge method %q from %q", main.MergeMethod, main.MethodFrom)
 	}
-	if main.CheckTimeout != 30*time.Minute || main.UpdateMethod != "rebase" || !main.DeleteBranch || !main.LabelRequiresWrite {
+	if main.CheckTimeout != 30*time.Minute || main.UpdateMethod != "merge" || !main.DeleteBranch || !main.LabelRequiresWrite {
 		t.Errorf("main = %+v", main)
 	}
 	if main.Frozen || main.BlockingTitle.String() != "^WIP" || !reflect.DeepEqual(main.BlockingLabels, []string{"do-not-merge"}) {
@@ -73,7 +73,7 @@ base_branches:
 	if rel.MergeMethod != "merge" || rel.MethodFrom != "base_branches.release-1.x.merge_method in .github/mergegate.yml" {
 		t.Errorf("release merge method %q from %q", rel.MergeMethod, rel.MethodFrom)
 	}
-	if !rel.Frozen || rel.FreezeMessage != "release in progress" || rel.CheckTimeout != 0 || rel.UpdateMethod != "rebase" {
+	if !rel.Frozen || rel.FreezeMessage != "release in progress" || rel.CheckTimeout != 0 || rel.UpdateMethod != "merge" {
 		t.Errorf("release = %+v", rel)
 	}
 }
@@ -123,7 +123,10 @@ func TestProblems(t *testing.T) {
 			[]string{name + `:3: base_branches.main.merge_method "squish": want merge, squash or rebase`}},
 		{"an update method that does not exist",
 			"update_method: squash\n",
-			[]string{name + `:1: update_method "squash": want merge or rebase`}},
+			[]string{name + `:1: update_method "squash": want merge`}},
+		{"rebase, which GitHub's update-branch cannot do",
+			"update_method: rebase\n",
+			[]string{name + `:1: update_method rebase is not supported yet (GitHub's update-branch merges the base into the branch): use merge, or leave it out`}},
 		{"a timeout that is no duration",
 			"check_timeout: an hour\n",
 			[]string{name + `:1: check_timeout "an hour": want a duration such as 30m or 2h, or never`}},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/mergegate/mergegate/policy"
@@ -87,3 +88,23 @@ base_branches:
     frozen: true
     freeze_message: "1.4 is being released; back on Monday"
 `
+
+// docs/configuration.md holds the example above and documents every key.
+func TestConfigurationExample(t *testing.T) {
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if !strings.Contains(doc, exampleFile) {
+		t.Error("docs/configuration.md's example is not exampleFile (keep them the same)")
+	}
+	for _, k := range append(policy.Keys(), "merge_commit.title", "merge_commit.message") {
+		if k == "merge_commit" {
+			continue
+		}
+		if !strings.Contains(doc, "| `"+k+"`") && !strings.Contains(doc, ", `"+k+"` |") {
+			t.Errorf("docs/configuration.md does not document %s in its table", k)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -288,13 +289,45 @@ func (s *Syncer) policyOf(k leasedo.Key, base string) rules.Policy {
 func (s *Syncer) Policies() *Policies { return s.policies }
 
 // commitMessage renders the merge commit's templates from the pull
-// request (read before merging when templates are set).
-func commitMessage(p rules.Policy, pr *forge.PR) forge.CommitMessage {
+// request (read before merging when templates are set); {co_authors}
+// reads its commits: every other author, and their own Co-authored-by
+// trailers, as "Co-authored-by: Name <email>" lines (Kodiak's and
+// bulldozer's form). Failing that read, the message goes without them.
+func (s *Syncer) commitMessage(ctx context.Context, k leasedo.Key, p rules.Policy, pr *forge.PR) forge.CommitMessage {
 	if pr == nil || (p.CommitTitle == "" && p.CommitMessage == "") {
 		return forge.CommitMessage{}
 	}
 	info := policy.CommitInfo{Number: pr.Number, Title: pr.Title, Body: pr.Body, Author: pr.Author}
+	if strings.Contains(p.CommitTitle+p.CommitMessage, "{co_authors}") {
+		authors, err := s.gh.PRCommitAuthors(ctx, k.Tenant, k.Repo, pr.Number)
+		if err != nil {
+			s.prLog(k, pr.Number, pr.HeadSHA).Warn().Err(err).Msg("could not list the commits' authors; merging without co-authors")
+		}
+		info.CoAuthors = coAuthors(pr.Author, authors)
+	}
 	return forge.CommitMessage{Title: policy.Render(p.CommitTitle, info), Message: policy.Render(p.CommitMessage, info)}
+}
+
+// coAuthors are the commits' authors but the pull request's, and their
+// trailers, each once, in order.
+func coAuthors(prAuthor string, authors []forge.CommitAuthor) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(line string) {
+		if key := strings.ToLower(line); !seen[key] {
+			seen[key] = true
+			out = append(out, line)
+		}
+	}
+	for _, a := range authors {
+		if a.Email != "" && !strings.EqualFold(a.Login, prAuthor) {
+			add(fmt.Sprintf("Co-authored-by: %s <%s>", a.Name, a.Email))
+		}
+		for _, t := range a.CoAuthors {
+			add("Co-authored-by: " + strings.TrimSpace(t[len("co-authored-by:"):]))
+		}
+	}
+	return out
 }
 
 // deleteBranch deletes the merged pull request's head branch, unless it

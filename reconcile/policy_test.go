@@ -260,3 +260,26 @@ func TestDeleteBranchAfterMerge(t *testing.T) {
 		t.Errorf("deleted = %v, want only feature-a", got)
 	}
 }
+
+// The merge commit's templates: the title and body, and the co-authors
+// from the commits (other authors, and their own trailers).
+func TestMergeCommitTemplates(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, "octo/app", "main")
+	e.gh.SetFile("octo/app", policy.Path, "merge_method: squash\nmerge_commit:\n  title: \"{title} (#{number})\"\n  message: \"{body}\\n\\n{co_authors}\"\n")
+	pr := e.gh.AddPR("octo/app", fakegithub.PR{Number: 9, Title: "Faster startup", Body: "Caches the index.", Author: "alice", Labels: []string{"automerge"},
+		Commits: []fakegithub.Commit{
+			{SHA: "c1", Message: "first", AuthorLogin: "alice", AuthorName: "Alice", AuthorEmail: "alice@example.com"},
+			{SHA: "c2", Message: "second\n\nCo-authored-by: Carol <carol@example.com>", AuthorLogin: "bob", AuthorName: "Bob", AuthorEmail: "bob@example.com"},
+			{SHA: "c3", Message: "third", AuthorLogin: "bob", AuthorName: "Bob", AuthorEmail: "bob@example.com"},
+		}})
+	e.gh.SetCheckRun("octo/app", pr.HeadSHA, "ci", "completed", "success")
+	e.settle("octo/app")
+	m := e.gh.Merges()
+	if len(m) != 1 {
+		t.Fatalf("merges = %+v", m)
+	}
+	if m[0].Title != "Faster startup (#9)" || m[0].Message != "Caches the index.\n\nCo-authored-by: Bob <bob@example.com>\nCo-authored-by: Carol <carol@example.com>" {
+		t.Errorf("title %q, message %q", m[0].Title, m[0].Message)
+	}
+}

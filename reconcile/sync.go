@@ -404,7 +404,7 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 	k, it := l.Key, f.Entry
 	log := s.prLog(k, it.PRNumber, it.PRSha)
 	pol := s.policyOf(k, it.BaseRef)
-	mergeSHA, err := s.gh.MergeWith(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha, a.Method, commitMessage(pol, f.PR))
+	mergeSHA, err := s.gh.MergeWith(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha, a.Method, s.commitMessage(ctx, k, pol, f.PR))
 	if err == nil {
 		log.Info().Str("method", a.Method).Str("merge_sha", mergeSHA).Func(strIf("method_note", a.MethodNote)).Msg("merged")
 		if err := s.merged(ctx, l, it, a); err != nil {

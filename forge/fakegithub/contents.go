@@ -288,3 +288,31 @@ func (s *Server) addLabels(w http.ResponseWriter, r *http.Request) {
 	s.recordTriggerChanges(rp, before, pr)
 	writeJSON(w, http.StatusOK, s.labelsJSON(rp, pr.Labels))
 }
+
+// listPullCommits answers GET /repos/{owner}/{repo}/pulls/{pull_number}/commits.
+func (s *Server) listPullCommits(w http.ResponseWriter, r *http.Request) {
+	rp, pr := s.prOf(w, r, "pull_number")
+	if pr == nil {
+		return
+	}
+	commits := pr.Commits
+	if len(commits) == 0 {
+		commits = []Commit{{SHA: pr.HeadSHA, Message: pr.Title, AuthorLogin: pr.Author, AuthorName: pr.Author, AuthorEmail: pr.Author + "@users.noreply.github.com"}}
+	}
+	out := []obj{}
+	for _, c := range paginate(w, r, commits) {
+		person := obj{"name": c.AuthorName, "email": c.AuthorEmail, "date": ts(pr.CreatedAt)}
+		o := obj{
+			"sha": c.SHA, "node_id": nodeID("C", int64(len(c.SHA))),
+			"url":      s.apiURL("repos/%s/commits/%s", rp.fullName, c.SHA),
+			"html_url": fmt.Sprintf("%s%s/commit/%s", htmlBase, rp.fullName, c.SHA),
+			"commit":   obj{"author": person, "committer": person, "message": c.Message, "comment_count": 0},
+			"author":   nil, "committer": nil, "parents": []obj{},
+		}
+		if c.AuthorLogin != "" {
+			o["author"], o["committer"] = s.userJSON(c.AuthorLogin), s.userJSON(c.AuthorLogin)
+		}
+		out = append(out, o)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -35,6 +35,7 @@ const (
 	RouteCreateReaction     = "POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"
 	RouteDeleteRef          = "DELETE /repos/{owner}/{repo}/git/refs/{ref}"
 	RouteAddLabels          = "POST /repos/{owner}/{repo}/issues/{issue_number}/labels"
+	RouteListPullCommits    = "GET /repos/{owner}/{repo}/pulls/{pull_number}/commits"
 )
 
 // Routes lists every route the server answers.
@@ -48,6 +49,7 @@ func Routes() []string {
 		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
 		RouteListDeliveries, RouteRedeliver,
 		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef, RouteAddLabels,
+		RouteListPullCommits,
 	}
 }
 
@@ -82,6 +84,7 @@ func (s *Server) routes() {
 		RouteCreateReaction:     s.createReaction,
 		RouteDeleteRef:          s.deleteRef,
 		RouteAddLabels:          s.addLabels,
+		RouteListPullCommits:    s.listPullCommits,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")

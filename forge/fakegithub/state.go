@@ -62,9 +62,20 @@ type PR struct {
 	ClosedAt    time.Time
 	MergedAt    time.Time
 
+	// Commits are the pull request's commits (default: one by its
+	// author, at its head).
+	Commits []Commit
+
 	// unknownReads is how many more GET /pulls/{n} answer mergeable null
 	// (GitHub recomputing mergeability after the base or the head moved).
 	unknownReads int
+}
+
+// Commit is one commit of a pull request.
+type Commit struct {
+	SHA, Message            string
+	AuthorLogin, AuthorName string
+	AuthorEmail             string
 }
 
 type repo struct {
