@@ -119,6 +119,19 @@ func scenarioSpecs() []scenarioSpec {
 				g.pr("auto_merge_enabled", 1, sha1A)
 				g.checkSuite(sha1A, "success", 1)
 			}},
+		{name: "policy-file-and-command", about: "The repository's `.github/mergegate.yml` (scenario.json's files) squashes, ranks `urgent` first and holds `do-not-merge`. PR #2 (urgent) goes before #1; alice (write) comments `@mergegate priority high` on #1, which moves it first (👍); mallory (read) tries `@mergegate cancel` on #2 and is told why not. Both merge squashed, #1 first.",
+			scenario: &Scenario{
+				Files: map[string]string{".github/mergegate.yml": "merge_method: squash\nblocking_labels: [do-not-merge]\npriority_labels: [urgent]\n"},
+				Roles: map[string]string{"alice": "write"},
+			},
+			build: func(g *gen) {
+				g.pr("labeled", 1, sha1A, "automerge")
+				g.pr("labeled", 2, sha2A, "automerge", "urgent")
+				g.comment(1, 9001, "alice", "Ship this before the release.\n@mergegate priority high")
+				g.comment(2, 9002, "mallory", "@mergegate cancel")
+				g.checkRun("completed", sha2A, "ci/build", "completed", "success", 2)
+				g.checkRun("completed", sha1A, "ci/build", "completed", "success", 1)
+			}},
 	}
 }
 
@@ -248,6 +261,27 @@ func (g *gen) pr(action string, n int, sha string, labels ...string) {
 			"commit_title": pr["title"], "commit_message": ""}
 	}
 	g.emit("pull_request", m)
+}
+
+// comment records an issue_comment created on PR n by login (built on a
+// pull_request example's envelope: no issue_comment example is in the
+// fixtures).
+func (g *gen) comment(n int, id int64, login, body string) {
+	m := g.fixture("pull_request/labeled.payload.json")
+	at := g.tick()
+	pr := field(m, "pull_request")
+	user := map[string]any{"login": login, "id": 1000 + len(login), "type": "User"}
+	m["action"] = "created"
+	m["issue"] = map[string]any{"number": n, "title": fmt.Sprintf("Change number %d", n), "state": "open", "user": pr["user"],
+		"pull_request": map[string]any{"url": fmt.Sprintf("https://api.github.com/repos/Codertocat/Hello-World/pulls/%d", n)},
+		"updated_at":   at}
+	m["comment"] = map[string]any{"id": id, "body": body, "user": user, "created_at": at, "updated_at": at,
+		"author_association": "CONTRIBUTOR"}
+	m["sender"] = user
+	delete(m, "pull_request")
+	delete(m, "label")
+	delete(m, "number")
+	g.emit("issue_comment", m)
 }
 
 // prMerged records the closed delivery GitHub sends after a merge.

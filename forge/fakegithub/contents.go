@@ -155,10 +155,18 @@ func (s *Server) getPermission(w http.ResponseWriter, r *http.Request) {
 // GitHub) and returns its id, for an issue_comment delivery and for
 // reactions to it.
 func (s *Server) AddComment(fullName string, number int, user, body string) int64 {
+	return s.AddCommentID(fullName, number, 0, user, body)
+}
+
+// AddCommentID is AddComment with the comment's id as a delivery gave it
+// (0: a new one).
+func (s *Server) AddCommentID(fullName string, number int, id int64, user, body string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rp, _ := s.mustPR(fullName, number)
-	id := s.newID()
+	if id == 0 {
+		id = s.newID()
+	}
 	if rp.comments == nil {
 		rp.comments = map[int64]int{}
 	}
