@@ -232,3 +232,11 @@ func (s *Store) CommandDone(ctx context.Context, l *Lease, c Command, outcome st
 
 // AuditCommand records a comment command carried out or refused.
 const AuditCommand = "command"
+
+// AddCommand stores a command for the next sync under l (the cron's
+// resync: who added the trigger label of a pull request it joined).
+func (s *Store) AddCommand(ctx context.Context, l *Lease, c Command) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		return insertCommand(ctx, tx, l.Key, c.PRNumber, &Details{Command: c.Command, Arg: c.Arg, By: c.Author, CommentID: c.CommentID}, now)
+	})
+}

@@ -166,3 +166,19 @@ func mustPR(e *env, repo string, n int) fakegithub.PR {
 	}
 	return pr
 }
+
+// label_requires_write holds for a label the cron's resync finds too:
+// who added it is read from the issue events.
+func TestLabelRequiresWriteOnResync(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, "octo/app", "main")
+	e.gh.SetFile("octo/app", policy.Path, "label_requires_write: true\n")
+	e.gh.SetRole("octo/app", "tri", "triage")
+	e.gh.SetRole("octo/app", "alice", "write")
+	e.gh.AddPR("octo/app", fakegithub.PR{Number: 1, Author: "tri", Labels: []string{"automerge"}})
+	e.gh.AddPR("octo/app", fakegithub.PR{Number: 2, Author: "alice", Labels: []string{"automerge"}})
+	e.pass("octo/app")
+	if got := e.prs("octo/app"); len(got) != 1 || got[0] != 2 {
+		t.Errorf("queue = %v, want only #2 (labelled by a writer)", got)
+	}
+}

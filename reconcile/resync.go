@@ -163,6 +163,9 @@ type missing struct {
 	pr     forge.PR
 	at     time.Time
 	source string // what the time is
+	// labeledBy added the trigger label, when the label is the trigger
+	// (checked under label_requires_write).
+	labeledBy string
 }
 
 // joinMissing joins the eligible open PRs that are not queued, in GitHub's
@@ -301,6 +304,12 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 		if res == leasedo.ResultJoined {
 			fixes = append(fixes, leasedo.Fix{Fix: FixJoined, PRNumber: m.pr.Number, PRSha: m.pr.HeadSHA,
 				Detail: m.source + " at " + m.at.UTC().Format(time.RFC3339)})
+			if opts := r.optionsOf(k); opts.LabelRequiresWrite && m.labeledBy != "" && !(opts.AutoMergeTrigger && m.pr.AutoMerge) {
+				// Who added the label is checked by the sync that follows.
+				if err := r.store.AddCommand(ctx, l, leasedo.Command{PRNumber: m.pr.Number, Author: m.labeledBy, Command: "label"}); err != nil {
+					return fixes, err
+				}
+			}
 		}
 	}
 	return fixes, stopErr
@@ -326,7 +335,7 @@ func (r *Reconciler) triggerTime(ctx context.Context, k leasedo.Key, pr forge.PR
 			Msg("resync: reading issue events failed; ordering by creation time")
 	}
 	if label && !tt.LabeledAt.IsZero() {
-		m.at, m.source = tt.LabeledAt, fmt.Sprintf("label %q", trigger)
+		m.at, m.source, m.labeledBy = tt.LabeledAt, fmt.Sprintf("label %q", trigger), tt.LabeledBy
 	}
 	if auto && !tt.AutoMergeAt.IsZero() && (m.at.IsZero() || tt.AutoMergeAt.Before(m.at)) {
 		m.at, m.source = tt.AutoMergeAt, "auto-merge"
