@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/mergegate/mergegate/leasedo"
@@ -22,7 +23,8 @@ type PolicyView struct {
 	Values   []policy.Value   `json:"values"`
 	Freezes  []leasedo.Freeze `json:"freezes"`
 
-	ProblemText []string `json:"-"`
+	ProblemText  []string `json:"-"`
+	Tenant, Repo string   `json:"-"` // the freeze and thaw forms'
 }
 
 func policyView(p *reconcile.Policies, k leasedo.Key) *PolicyView {
@@ -30,7 +32,8 @@ func policyView(p *reconcile.Policies, k leasedo.Key) *PolicyView {
 		return nil
 	}
 	e := p.Get(k)
-	v := &PolicyView{Source: e.Source, File: e.File, SHA: e.SHA, Problems: e.Problems, Values: e.Values(), Freezes: p.Freezes(k)}
+	v := &PolicyView{Source: e.Source, File: e.File, SHA: e.SHA, Problems: e.Problems, Values: e.Values(), Freezes: p.Freezes(k),
+		Tenant: k.Tenant, Repo: k.Repo}
 	for _, pr := range e.Problems {
 		v.ProblemText = append(v.ProblemText, pr.String())
 	}
@@ -46,13 +49,28 @@ type freezeRequest struct {
 	By      string `json:"by"`
 }
 
-// freeze answers POST /freeze (frozen true) and POST /thaw.
+// freeze answers POST /freeze (frozen true) and POST /thaw: a JSON body,
+// or the dashboard's form (same origin only: the admin handler's
+// cross-origin protection), which is sent back to the repository's page.
 func (a *admin) freeze(frozen bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req freezeRequest
-		if !decodeBody(w, r, &req) || !validKey(w, req.Key) {
+		form := strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
+		if form {
+			r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
+			if err := r.ParseForm(); err != nil {
+				badRequest(w, &leasedo.FieldError{Field: "body", Msg: "is not a form: " + err.Error()})
+				return
+			}
+			req = freezeRequest{Key: leasedo.Key{Tenant: r.PostForm.Get("tenant"), Repo: r.PostForm.Get("repo")},
+				Branch: r.PostForm.Get("branch"), Message: r.PostForm.Get("message"), By: r.PostForm.Get("by")}
+			if !validKey(w, req.Key) {
+				return
+			}
+		} else if !decodeBody(w, r, &req) || !validKey(w, req.Key) {
 			return
 		}
+		req.Branch = strings.TrimSpace(req.Branch)
 		req.By, req.Message = strings.TrimSpace(req.By), strings.TrimSpace(req.Message)
 		switch {
 		case req.By == "":
@@ -81,6 +99,10 @@ func (a *admin) freeze(frozen bool) http.HandlerFunc {
 				Str("message", req.Message).Msg("queue " + verb + " from the admin API")
 		}
 		a.kick(req.Key) // every check run says it now
+		if form {
+			http.Redirect(w, r, "/repos/"+url.PathEscape(req.Tenant)+"/"+escapeRepo(req.Repo), http.StatusSeeOther)
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"changed": changed, "freezes": p.Freezes(req.Key)})
 	}
 }

@@ -160,3 +160,48 @@ func TestPolicyFileEndToEnd(t *testing.T) {
 		t.Errorf("#3 merged with %s, want squash (the fixed file)", m.Method)
 	}
 }
+
+// The dashboard's freeze and thaw forms post to the admin API (same
+// origin) and come back to the repository's page.
+func TestDashboardFreezeForms(t *testing.T) {
+	h := newHarness(t)
+	h.label(1, "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1")
+	h.settle()
+	page := h.admin + "/repos/" + testTenant + "/" + testRepo
+	resp, _ := http.Get(page)
+	html, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(html), `action="/freeze"`) {
+		t.Fatal("the repository page has no freeze form")
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post := func(path string, form url.Values) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, h.admin+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin") // as the browser sends it from the page
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp = post("/freeze", url.Values{"tenant": {testTenant}, "repo": {testRepo}, "branch": {"master"}, "message": {"code freeze"}, "by": {"carol"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/repos/"+testTenant+"/"+testRepo {
+		t.Fatalf("freeze form: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if f := h.app.policies.Load().Freezes(testKey); len(f) != 1 || f[0].Branch != "master" || f[0].By != "carol" {
+		t.Fatalf("freezes = %+v", f)
+	}
+	// From another site: refused.
+	req, _ := http.NewRequest(http.MethodPost, h.admin+"/thaw", strings.NewReader(url.Values{"tenant": {testTenant}, "repo": {testRepo}, "branch": {"master"}, "by": {"eve"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, _ := noRedirect.Do(req); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-site thaw answered %d", resp.StatusCode)
+	}
+	post("/thaw", url.Values{"tenant": {testTenant}, "repo": {testRepo}, "branch": {"master"}, "by": {"carol"}})
+	if f := h.app.policies.Load().Freezes(testKey); len(f) != 0 {
+		t.Errorf("after the thaw form: %+v", f)
+	}
+}
