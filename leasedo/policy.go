@@ -240,3 +240,23 @@ func (s *Store) AddCommand(ctx context.Context, l *Lease, c Command) error {
 		return insertCommand(ctx, tx, l.Key, c.PRNumber, &Details{Command: c.Command, Arg: c.Arg, By: c.Author, CommentID: c.CommentID}, now)
 	})
 }
+
+// SyncMarks is what a sync of a repository reads before it starts, in one
+// query: whether its policy file is to be read again (stale, or never
+// stored) and whether commands wait.
+type SyncMarks struct {
+	PolicyStored, PolicyStale, Commands bool
+}
+
+// Marks reads k's SyncMarks.
+func (s *Store) Marks(ctx context.Context, k Key) (SyncMarks, error) {
+	var stale int
+	var m SyncMarks
+	err := s.db.r.QueryRowContext(ctx, `SELECT coalesce((SELECT stale FROM repo_policy WHERE tenant = ? AND repo = ?), -1),
+			EXISTS (SELECT 1 FROM commands WHERE tenant = ? AND repo = ?)`, k.Tenant, k.Repo, k.Tenant, k.Repo).Scan(&stale, &m.Commands)
+	if err != nil {
+		return m, fmt.Errorf("%s: read sync marks: %w", k, err)
+	}
+	m.PolicyStored, m.PolicyStale = stale >= 0, stale == 1
+	return m, nil
+}

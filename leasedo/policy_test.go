@@ -11,6 +11,9 @@ func TestPolicyStoredAndStale(t *testing.T) {
 	if _, ok, err := s.Policy(ctx, key); ok || err != nil {
 		t.Fatalf("no policy yet: ok=%v err=%v", ok, err)
 	}
+	if m, err := s.Marks(ctx, key); err != nil || m.PolicyStored || m.PolicyStale || m.Commands {
+		t.Fatalf("marks before anything = %+v %v", m, err)
+	}
 	p := StoredPolicy{Key: key, Source: "repository", File: key.Repo + ":.github/mergegate.yml", SHA: "abc", Content: "merge_method: squash\n"}
 	if err := s.SavePolicy(ctx, p); err != nil {
 		t.Fatal(err)
@@ -20,6 +23,14 @@ func TestPolicyStoredAndStale(t *testing.T) {
 	got, ok, err := s.Policy(ctx, key)
 	if err != nil || !ok || !got.Stale || got.Content != p.Content || got.SHA != "abc" {
 		t.Fatalf("after the push: %+v ok=%v err=%v", got, ok, err)
+	}
+	mustProcess(t, s, Event{EventType: "issue_comment", Tenant: key.Tenant, Repo: key.Repo, Op: OpCommand, PRNumber: 3,
+		Details: &Details{Command: "refresh", By: "alice", CommentID: 9}})
+	if m, err := s.Marks(ctx, key); err != nil || !m.PolicyStored || !m.PolicyStale || !m.Commands {
+		t.Fatalf("marks after the push and a command = %+v %v", m, err)
+	}
+	if cmds, err := s.Commands(ctx, key); err != nil || len(cmds) != 1 || cmds[0].Author != "alice" || cmds[0].CommentID != 9 {
+		t.Fatalf("commands = %+v %v", cmds, err)
 	}
 	p.BadSHA, p.Problems = "def", `[{"line":2}]`
 	if err := s.SavePolicy(ctx, p); err != nil {

@@ -139,19 +139,14 @@ func (p *Policies) Options(tenant, repo string) rules.Options {
 }
 
 // Ensure returns k's policy, reading it from GitHub first when it has
-// never been read or a push touched the file since.
-func (p *Policies) Ensure(ctx context.Context, k leasedo.Key) (policy.Effective, error) {
+// never been read or a push touched the file since (marks, read by the
+// sync in one query with the commands waiting).
+func (p *Policies) Ensure(ctx context.Context, k leasedo.Key, marks leasedo.SyncMarks) (policy.Effective, error) {
 	p.mu.Lock()
 	_, known := p.m[k]
 	p.mu.Unlock()
-	if known {
-		sp, ok, err := p.store.Policy(ctx, k)
-		if err != nil {
-			return p.Get(k), err
-		}
-		if ok && !sp.Stale {
-			return p.Get(k), nil
-		}
+	if known && marks.PolicyStored && !marks.PolicyStale {
+		return p.Get(k), nil
 	}
 	return p.Refresh(ctx, k, true)
 }

@@ -111,15 +111,21 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 	if paused, err := s.store.Suspended(ctx, k.Tenant); err != nil || paused {
 		return 0, err
 	}
-	if _, err := s.policies.Ensure(ctx, k); err != nil {
+	marks, err := s.store.Marks(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.policies.Ensure(ctx, k, marks); err != nil {
 		if _, limited := forge.IsRateLimited(err); limited || ctx.Err() != nil {
 			return 0, err
 		}
 		// The policy in force (or the defaults) runs the queue meanwhile.
 		s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("could not read the repository's policy file; the policy in force stays")
 	}
-	if err := s.runCommands(ctx, l); err != nil {
-		return 0, err
+	if marks.Commands {
+		if err := s.runCommands(ctx, l); err != nil {
+			return 0, err
+		}
 	}
 	var retry time.Duration
 	handled := map[int]bool{} // waiting for a retry: not again in this sync
