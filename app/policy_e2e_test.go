@@ -205,3 +205,79 @@ func TestDashboardFreezeForms(t *testing.T) {
 		t.Errorf("after the thaw form: %+v", f)
 	}
 }
+
+// As a new user would try it: two repositories under one installation,
+// one squash-only... here rebase-only, with do-not-merge and priorities in
+// its file, the other on the defaults (--merge-method squash); each
+// follows its own, and a typo in one file shows on its pull requests
+// without stopping its queue.
+func TestTwoRepositoriesTwoPolicies(t *testing.T) {
+	h := newHarness(t)
+	const strict = "Codertocat/strict"
+	h.gh.AddRepo(testTenant, strict, testBase)
+	h.gh.SetFile(strict, policy.Path, "merge_method: rebase\nblocking_labels: [do-not-merge]\npriority_labels: [urgent]\n")
+	sha := func(repo string, n int) string { return fakegithub.DeriveSHA(repo, "pr", string(rune('0'+n))) }
+	open := func(repo string, n int, labels ...string) {
+		h.gh.AddPR(repo, fakegithub.PR{Number: n, HeadSHA: sha(repo, n), BaseRef: testBase, Labels: append([]string{"automerge"}, labels...)})
+		h.mustSend("pull_request", h.prPayloadIn(repo, "labeled", n, sha(repo, n), append([]string{"automerge"}, labels...)...))
+	}
+	green := func(repo string, n int) {
+		h.gh.SetCheckRun(repo, sha(repo, n), "ci/build", "completed", "success")
+		h.mustSend("check_suite", h.fixture("check_suite/completed.payload.json", func(m map[string]any) {
+			obj(m, "check_suite")["head_sha"] = sha(repo, n)
+			obj(m, "check_suite")["pull_requests"] = []any{}
+			obj(m, "repository")["full_name"] = repo
+		}))
+	}
+	open(strict, 1, "do-not-merge")
+	open(strict, 2)
+	open(strict, 3, "urgent")
+	open(testRepo, 1, "do-not-merge")
+	for _, n := range []int{1, 2, 3} {
+		green(strict, n)
+	}
+	green(testRepo, 1)
+	h.eventually("three merges", func() bool { return len(h.merges()) == 3 })
+	h.settle()
+	var order []string
+	for _, m := range h.merges() {
+		order = append(order, m.Repo+"#"+string(rune('0'+m.PRNumber))+":"+m.Method)
+	}
+	want := map[string]bool{strict + "#3:rebase": true, strict + "#2:rebase": true, testRepo + "#1:squash": true}
+	for _, o := range order {
+		if !want[o] {
+			t.Errorf("merged %s; want %v", o, want)
+		}
+	}
+	var strictOrder []int
+	for _, m := range h.merges() {
+		if m.Repo == strict {
+			strictOrder = append(strictOrder, m.PRNumber)
+		}
+	}
+	if len(strictOrder) != 2 || strictOrder[0] != 3 {
+		t.Errorf("%s merged %v, want #3 (urgent) first, #1 held", strict, strictOrder)
+	}
+
+	// A typo in the strict repository's file: its queue goes on under the
+	// last good policy, and its pull requests say where the problem is.
+	h.gh.SetFile(strict, policy.Path, "merge_method: rebase\nblocking_labels: do-not-merge\npriority_labels: [urgent]\n")
+	h.mustSend("push", h.fixture("push/with-new-branch.payload.json", func(m map[string]any) {
+		m["ref"], m["after"] = "refs/heads/"+testBase, "2222222222222222222222222222222222222222"
+		obj(m, "repository")["default_branch"], obj(m, "repository")["full_name"] = testBase, strict
+		m["commits"] = []any{map[string]any{"id": "c1", "added": []any{}, "removed": []any{}, "modified": []any{policy.Path}}}
+	}))
+	open(strict, 4)
+	h.settle()
+	if got := h.lastTitle(sha(strict, 4)); !strings.HasSuffix(got, "· .github/mergegate.yml:2 has a problem") {
+		t.Errorf("%s#4's check run = %q", strict, got)
+	}
+	green(strict, 4)
+	h.eventually("#4 merged under the last good policy", func() bool { return len(h.merges()) == 4 })
+	if m := h.merges()[3]; m.Repo != strict || m.Method != "rebase" {
+		t.Errorf("4th merge = %+v, want %s#4 with rebase", m, strict)
+	}
+	if p := h.app.policies.Load().Get(testKey); p.Source != policy.SourceDefaults || len(p.Problems) != 0 {
+		t.Errorf("the other repository's policy = %+v", p)
+	}
+}
