@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -37,13 +37,8 @@ func FuzzAdminEvent(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	db, err := leasedo.Open(context.Background(), filepath.Join(f.TempDir(), "fuzz.db"), leasedo.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { db.Close() })
 	clk := leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	store := leasedo.NewStore(db, leasedo.Config{Clock: clk})
+	store := testkit.Store(f, leasedo.Config{Clock: clk})
 	h := NewAdminHandler(AdminConfig{Store: store, Logger: zerolog.Nop()})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		clk.Advance(time.Millisecond)

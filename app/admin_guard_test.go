@@ -125,7 +125,7 @@ func (s *statusRecorder) Write(p []byte) (int, error) { return len(p), nil }
 func (s *statusRecorder) WriteHeader(code int)        { s.code = code }
 
 // TestAdminWrongMethodIs405: every admin route answers another method 405
-// with Allow (the dashboard's catch-all used to answer some of them 404).
+// with Allow, not the dashboard catch-all's 404.
 func TestAdminWrongMethodIs405(t *testing.T) {
 	h := newHarness(t, withoutGitHub)
 	for _, c := range []struct{ method, path, allow string }{

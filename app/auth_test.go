@@ -12,8 +12,8 @@ import (
 
 // TestRevokedTokenDoesNotStallTheQueue: GitHub stops accepting the cached
 // installation token; mergegate mints a new one and the pull request still
-// merges (the token used to be kept until its expiry, an hour, and the
-// queue stalled meanwhile).
+// merges: a refused token kept until its expiry, an hour, would stall the
+// queue meanwhile.
 func TestRevokedTokenDoesNotStallTheQueue(t *testing.T) {
 	h := newHarness(t)
 	// Tokens expire an hour after the fake's clock, and ghinstallation

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -218,7 +219,7 @@ func TestDashboardInChromium(t *testing.T) {
 	for _, want := range []string{
 		"Merge queues", testRepo, // the repository
 		`href="` + h.gh.WebURL() + "/" + testRepo + `/pull/7"`, "#7", "#8", "#9", // PRs linked to GitHub
-		shaA[:7], "evaluating", "bounced", // sha and status
+		forge.ShortSHA(shaA), "evaluating", "bounced", // sha and status
 		"6m12s", "4m42s", "4m12s", // waited
 		"ci/build",                     // gate reason
 		"held by <b>admin</b> for 12s", // the lease

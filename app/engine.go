@@ -56,10 +56,6 @@ type Engine struct {
 	wg      sync.WaitGroup
 	started bool
 	stopped bool
-
-	// drainQ takes the workers' drain requests to the drainer, which
-	// serves those waiting in one transaction.
-	drainQ chan drainRequest
 }
 
 type worker struct {
@@ -87,7 +83,6 @@ func NewEngine(cfg EngineConfig) *Engine {
 		cfg: cfg, store: cfg.Store, syncer: cfg.Syncer, clock: cfg.Clock, log: cfg.Logger,
 		ctx: ctx, cancel: cancel,
 		workers: map[leasedo.Key]*worker{},
-		drainQ:  make(chan drainRequest, drainKeys),
 	}
 }
 
@@ -107,9 +102,8 @@ func (e *Engine) Start() error {
 	if len(keys) > 0 {
 		e.log.Info().Int("repos", len(keys)).Msg("resuming pending deliveries")
 	}
-	e.wg.Add(2)
+	e.wg.Add(1)
 	go e.housekeeping()
-	go e.drainer()
 	return nil
 }
 
@@ -238,7 +232,11 @@ func (e *Engine) removeWorker(w *worker) {
 const sweepEvery = 5 * time.Second
 
 // housekeeping prunes processed deliveries and sweeps for due work, so that
-// nothing waits on a wake-up that never comes.
+// nothing waits on a wake-up that never comes. Its tickers are on the wall
+// clock, like a worker's idle exit: they are a safety net whose timing
+// changes no decision (the prune's cutoff and every retry are on the
+// injected clock), and a timer that is always due within seconds would
+// make a test clock that moves to the next due timer move all the time.
 func (e *Engine) housekeeping() {
 	defer e.wg.Done()
 	sweep := time.NewTicker(sweepEvery)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -110,8 +111,9 @@ func TestFaultDiskFullAnswers503ThenRedeliveryApplies(t *testing.T) {
 	h.integrityOK()
 }
 
-// The disk fills up while acknowledged deliveries wait to be applied: they
-// stay pending (retried with backoff), and are applied once it is freed.
+// The disk fills up while acknowledged deliveries wait to be applied: the
+// engine's apply fails on it, they stay pending (retried with backoff),
+// and are applied once it is freed.
 func TestFaultDiskFullWhileApplyingLosesNothing(t *testing.T) {
 	h := newHarness(t, withoutGitHub)
 	ctx := context.Background()
@@ -120,7 +122,10 @@ func TestFaultDiskFullWhileApplyingLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := 1; n <= 20; n++ {
+	// Enough that applying them needs pages the database does not have:
+	// a few fit in the room its last pages have left.
+	const count = 200
+	for n := 1; n <= count; n++ {
 		h.mustSend("pull_request", h.prPayload("labeled", n, fmt.Sprintf("%040d", n), "automerge"))
 	}
 	if err := h.app.DB.LimitPages(ctx, 0); err != nil {
@@ -130,12 +135,12 @@ func TestFaultDiskFullWhileApplyingLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.app.Engine.Kick(testKey)
-	time.Sleep(300 * time.Millisecond) // the engine tries on a full disk
+	h.waitLogged("deliveries left pending; will retry", 1) // the engine tried on a full disk
 	if err := h.app.DB.LimitPages(ctx, -1); err != nil {
 		t.Fatal(err)
 	}
 	h.eventually("every acknowledged delivery applied", func() bool {
-		for n := 1; n <= 20; n++ {
+		for n := 1; n <= count; n++ {
 			if !h.queued(n) {
 				// Deliveries that failed on the full disk wait out their
 				// backoff, on the harness's manual clock.
@@ -176,7 +181,7 @@ func TestFaultGitHubDownMergeWaitsThenHappens(t *testing.T) {
 		return err == nil && len(keys) == 0
 	})
 	h.eventually("the engine to try GitHub", func() bool { return len(h.gh.Calls()) > calls })
-	time.Sleep(500 * time.Millisecond)
+	h.waitLogged("GitHub unavailable: the queue waits", 1)
 	if m := h.merges(); len(m) != 0 {
 		t.Fatalf("merged while GitHub was down: %+v", m)
 	}
@@ -198,11 +203,7 @@ func TestFaultGitHubDownMergeWaitsThenHappens(t *testing.T) {
 // the lease: it may be taken over, and the old holder is fenced.
 func TestFaultClockJumpsLease(t *testing.T) {
 	ctx := context.Background()
-	db, err := leasedo.Open(ctx, filepath.Join(t.TempDir(), "clock.db"), leasedo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testkit.OpenDB(t, filepath.Join(t.TempDir(), "mergegate.db"), leasedo.Options{})
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clk := leasedo.NewManualClock(t0)
 	const ttl = 30 * time.Second
@@ -303,9 +304,9 @@ func TestFaultClockJumpBackDeliveryWaitsOneTTL(t *testing.T) {
 	}
 	h.clock.Advance(-time.Hour)
 	h.mustSend("pull_request", h.prPayload("labeled", 5, shaA, "automerge"))
-	time.Sleep(1200 * time.Millisecond) // the worker finds the lease held (and retries each second)
+	h.waitLogged("lease held; will retry", 1) // the worker found the lease held
 	h.clock.Advance(h.cfg.LeaseTTL - 2*time.Second)
-	time.Sleep(1200 * time.Millisecond)
+	h.waitLogged("lease held; will retry", 2) // its retry found it still held
 	if h.queued(5) {
 		t.Fatal("the delivery was applied before the lease's TTL ran out: the lease was stolen early")
 	}

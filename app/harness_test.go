@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/webhook"
 )
@@ -41,7 +41,7 @@ type harness struct {
 	pub    string // http://host:port of the public listener
 	admin  string
 	seq    atomic.Int64
-	logBuf *bytes.Buffer
+	logBuf *testkit.SyncBuffer
 	cfg    Config
 	log    zerolog.Logger
 }
@@ -71,9 +71,9 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	logBuf := &bytes.Buffer{}
+	logBuf := &testkit.SyncBuffer{}
 	h := &harness{t: t, gh: gh, clock: clk, logBuf: logBuf, cfg: cfg,
-		log: zerolog.New(&syncWriter{w: logBuf}).Level(zerolog.DebugLevel)}
+		log: zerolog.New(logBuf).Level(zerolog.DebugLevel)}
 	h.start()
 	t.Cleanup(func() {
 		h.stop()
@@ -127,30 +127,10 @@ func (h *harness) restart(loseState bool) {
 	h.start()
 }
 
-// syncWriter serialises writes to the log buffer.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
 // fixture reads a payload example and applies edits to it.
 func (h *harness) fixture(name string, edit func(m map[string]any)) []byte {
 	h.t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "github-webhooks", name))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		h.t.Fatal(err)
-	}
-	m["installation"] = map[string]any{"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
+	m := testkit.Payload(h.t, name)
 	if edit != nil {
 		edit(m)
 	}
@@ -212,10 +192,7 @@ func (h *harness) send(event string, body []byte) int {
 func (h *harness) sendID(event, id string, body []byte) int {
 	h.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, h.pub+"/webhook", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", webhook.Sign(testSecret, body))
+	webhook.SignDelivery(req.Header, testSecret, event, id, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -284,6 +261,16 @@ func (h *harness) eventually(what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	h.t.Fatalf("timed out waiting for: %s\nqueue: %+v\nmerges: %+v", what, h.queue(), h.gh.Merges())
+}
+
+// waitLogged waits, without moving the clock, until the log holds the
+// message msg at least n times: what a test that must not move time
+// waits for instead of sleeping.
+func (h *harness) waitLogged(msg string, n int) {
+	h.t.Helper()
+	testkit.Eventually(h.t, fmt.Sprintf("%d log lines %q", n, msg), func() bool {
+		return strings.Count(h.logBuf.String(), `"message":"`+msg+`"`) >= n
+	})
 }
 
 // settle waits until every delivery is applied and no worker runs, a

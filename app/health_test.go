@@ -1,15 +1,14 @@
 package app
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -17,12 +16,7 @@ import (
 // filesystem with less room than one delivery is reported 503 with the
 // reason, before any write had to fail.
 func TestHealthProbesTheDatabasesFilesystem(t *testing.T) {
-	db, err := leasedo.Open(context.Background(), filepath.Join(t.TempDir(), "h.db"), leasedo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	store := leasedo.NewStore(db, leasedo.Config{})
+	store := testkit.Store(t, leasedo.Config{})
 	for _, c := range []struct {
 		name     string
 		free     uint64

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -11,57 +12,39 @@ import (
 )
 
 // applyBatch is how many of one repository's deliveries a transaction
-// applies at most, and drainTotal how many in all: a backlog is applied in
-// group commits, while a transaction stays short enough not to hold up
-// the webhook's commits (which go first) for long.
-const (
-	applyBatch = 16
-	drainTotal = 32
-)
-
-// drainKeys is how many repositories one drain transaction serves at most.
-const drainKeys = 32
+// applies at most: a backlog is applied in group commits, while a
+// transaction stays short enough not to hold up the webhook's commits
+// (which go first) for long.
+const applyBatch = 16
 
 // drain applies k's pending deliveries in arrival order, applyBatch per
 // transaction; each transaction takes and gives back k's lease itself
-// (leasedo.Store.DrainMany), so a pass costs one commit per batch and no
+// (leasedo.Store.Drain), so a pass costs one commit per batch and no
 // separate lease writes. A delivery's events are applied in the
 // transaction that marks it done: it is applied exactly once. drain
 // returns when a retry is due (the lease held by someone else, a delivery
 // in backoff), 0 when the inbox is empty.
 func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
-	done := make(chan drainResult, 1)
+	policy := leasedo.DrainPolicy{MaxAttempts: e.cfg.MaxAttempts} // backoff 1 s, 2 s, 4 s, ...
 	for ctx.Err() == nil {
 		preps := map[int64]prepared{}
-		req := drainRequest{done: done, DrainRequest: leasedo.DrainRequest{Key: k, By: "worker", Limit: applyBatch,
-			Prepare: func(d leasedo.Delivery) (leasedo.Batch, error) {
-				p, err := e.prepare(d)
-				preps[d.Seq] = p
-				return p.b, err
-			}}}
-		var out drainResult
-		select {
-		case e.drainQ <- req:
-		case <-ctx.Done():
-			return 0
-		}
-		select {
-		case out = <-done:
-		case <-ctx.Done():
-			return 0
-		}
-		res, err := out.Drain, out.err
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("deliveries left pending; will retry")
-			}
-			return time.Second
-		}
-		if le := out.Locked; le != nil {
+		res, err := e.store.Drain(ctx, k, "worker", applyBatch, func(d leasedo.Delivery) (leasedo.Batch, error) {
+			p, err := e.prepare(d)
+			preps[d.Seq] = p
+			return p.b, err
+		}, policy)
+		var le *leasedo.LockedError
+		switch {
+		case errors.As(err, &le):
 			// Held by the cron, an operator or another process: the
 			// deliveries stay pending and are retried, never dropped.
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
 			return clamp(le.ExpiresIn, 50*time.Millisecond, time.Second)
+		case err != nil:
+			if ctx.Err() == nil {
+				e.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("deliveries left pending; will retry")
+			}
+			return time.Second
 		}
 		for _, r := range res.Done {
 			p := preps[r.Delivery.Seq]
@@ -70,7 +53,7 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 			case r.Err == nil:
 				e.applied(p, r.Results)
 			case r.Failed:
-				e.cfg.Metrics.delivery(p.d.Event, "failed", 0, p.d.ReceivedAt, e.clock.Now())
+				e.cfg.Metrics.delivery(p.d.Event, "failed", p.d.ReceivedAt, e.clock.Now())
 				p.log.Error().Err(r.Err).Int("attempts", p.d.Attempts+1).Msg("delivery failed; kept for the operator (GET /queue, dashboard)")
 			default:
 				p.log.Warn().Err(r.Err).Int("attempts", p.d.Attempts+1).Time("retry_at", res.RetryAt).Msg("delivery failed; will retry")
@@ -86,76 +69,20 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 	return 0
 }
 
-// drainRequest is a worker's request to drain its repository, answered on
-// done.
-type drainRequest struct {
-	leasedo.DrainRequest
-	done chan drainResult
-}
-
-type drainResult struct {
-	leasedo.DrainOutcome
-	err error
-}
-
-// drainer serves the workers' drain requests, gathering those waiting into
-// one transaction (leasedo.Store.DrainMany): at 1,000 deliveries/s over
-// 100 repositories each repository has one delivery at a time, and one
-// transaction per delivery spent half of the drain's CPU on beginning and
-// committing. The batch grows with the load on its own: requests queue
-// while a transaction runs. It never holds up an acknowledgement for long:
-// DrainMany commits early when a webhook's commit waits for the writer.
-func (e *Engine) drainer() {
-	defer e.wg.Done()
-	policy := leasedo.DrainPolicy{MaxAttempts: e.cfg.MaxAttempts} // backoff 1 s, 2 s, 4 s, ...
-	batch := make([]drainRequest, 0, drainKeys)
-	reqs := make([]leasedo.DrainRequest, 0, drainKeys)
-	for {
-		batch = batch[:0]
-		select {
-		case <-e.ctx.Done():
-			return
-		case r := <-e.drainQ:
-			batch = append(batch, r)
-		}
-	gather:
-		for len(batch) < drainKeys {
-			select {
-			case r := <-e.drainQ:
-				batch = append(batch, r)
-			default:
-				break gather
-			}
-		}
-		reqs = reqs[:0]
-		for _, r := range batch {
-			reqs = append(reqs, r.DrainRequest)
-		}
-		out, err := e.store.DrainMany(e.ctx, reqs, drainTotal, policy)
-		for i, r := range batch {
-			if err != nil {
-				r.done <- drainResult{err: err}
-				continue
-			}
-			r.done <- drainResult{DrainOutcome: out[i]}
-		}
-	}
-}
-
 // prepared is a delivery translated and ready to apply.
 type prepared struct {
 	d       leasedo.Delivery
 	t       webhook.Translation
 	b       leasedo.Batch
 	tracked []leasedo.Key
-	start   time.Time
 	log     zerolog.Logger
 }
 
 // prepare translates one delivery. An error means it cannot be translated
 // (malformed): retrying cannot fix it, and it is marked failed at once.
 func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
-	p := prepared{d: d, start: time.Now()}
+	p := prepared{d: d}
+	p.d.Body = nil // not kept: up to applyBatch are prepared before they are applied
 	p.log = withNonEmpty(e.log.With().Str("delivery", d.ID).Str("event", d.Event),
 		"action", d.Action, "tenant", d.Tenant, "repo", d.Repo).Logger()
 	t, err := webhook.Translate(d, e.cfg.Options)
@@ -188,7 +115,7 @@ func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 // applied records, logs and follows up one applied delivery.
 func (e *Engine) applied(p prepared, results []leasedo.Result) {
 	d, t := p.d, p.t
-	e.cfg.Metrics.delivery(d.Event, outcomeOf(t, results), time.Since(p.start), d.ReceivedAt, e.clock.Now())
+	e.cfg.Metrics.delivery(d.Event, outcomeOf(t, results), d.ReceivedAt, e.clock.Now())
 	ev := p.log.Info()
 	if len(t.Events) > 0 {
 		ev = ev.Int("pr", t.Events[0].PRNumber).Str("sha", t.Events[0].Details.Sha)

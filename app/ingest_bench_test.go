@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/webhook"
 )
@@ -59,10 +59,7 @@ func BenchmarkIngest(b *testing.B) {
 }
 
 func benchBody(b *testing.B) []byte {
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "github-webhooks", "pull_request", "labeled.with-organization.payload.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	raw := testkit.ReadTestdata(b, "github-webhooks", "pull_request", "labeled.with-organization.payload.json")
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		b.Fatal(err)

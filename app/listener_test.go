@@ -30,8 +30,8 @@ func TestListenersHaveTimeouts(t *testing.T) {
 }
 
 // TestAdminDropsABodyThatNeverEnds: a client that sends its headers and
-// then part of a body is cut off at the admin listener's read timeout (it
-// used to be held for ever).
+// then part of a body is cut off at the admin listener's read timeout,
+// instead of holding a connection and its goroutine for ever.
 func TestAdminDropsABodyThatNeverEnds(t *testing.T) {
 	h := newHarness(t, withoutGitHub, func(c *Config) {
 		c.adminTimeouts = listenerTimeouts{readHeader: time.Second, read: 200 * time.Millisecond, write: time.Second, idle: time.Second}

@@ -18,7 +18,7 @@ type Metrics struct {
 	deliveries     *prometheus.CounterVec
 	ingestLatency  prometheus.Histogram
 	processLatency prometheus.Histogram
-	githubCalls    *prometheus.CounterVec // by endpoint and status; see metrics_github.go
+	githubCalls    *prometheus.CounterVec // by operation and status; see metrics_github.go
 	merges         *prometheus.CounterVec
 	bounces        *prometheus.CounterVec
 	blocked        *prometheus.CounterVec
@@ -49,7 +49,7 @@ func NewMetrics() *Metrics {
 		processLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mergegate_processing_delay_seconds",
 			Help: "Time from a delivery's receipt to its application to the queue.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		githubCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_github_calls_total",
-			Help: "HTTP requests sent to GitHub, by endpoint (method and path template) and HTTP status (\"error\": no answer)."}, []string{"endpoint", "status"}),
+			Help: "HTTP requests sent to GitHub, by operation (pulls.get, checks.list-for-ref, ...) and HTTP status (\"error\": no answer)."}, []string{"operation", "status"}),
 		merges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_merges_total",
 			Help: "Pull requests merged."}, []string{"tenant", "repo"}),
 		bounces: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_bounces_total",
@@ -70,7 +70,7 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) delivery(event, outcome string, _ time.Duration, received, now time.Time) {
+func (m *Metrics) delivery(event, outcome string, received, now time.Time) {
 	if m == nil {
 		return
 	}

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
-// End to end, through signed deliveries, the queue's rules that issue 17
-// numbers 5 to 9 and 11. The fake GitHub answers as GitHub does.
+// End to end, through signed deliveries, the queue's rules of
+// docs/queue.md. The fake GitHub answers as GitHub does.
 
 // cronPass runs the cron's pass for the test repository now.
 func (h *harness) cronPass() leasedo.ReconcileAnswer {
@@ -25,7 +26,7 @@ func (h *harness) cronPass() leasedo.ReconcileAnswer {
 	return ans
 }
 
-// Point 5: a required check that never concludes bounces the head after
+// A required check that never concludes bounces the head after
 // --check-timeout (default 1 h), with a sentence naming the checks that
 // never finished; the cron's pass is what notices.
 func TestCheckTimeoutBouncesNamingTheChecks(t *testing.T) {
@@ -56,7 +57,7 @@ func TestCheckTimeoutBouncesNamingTheChecks(t *testing.T) {
 	}
 }
 
-// Point 5: a stale conclusion (GitHub marks runs left incomplete for 14
+// A stale conclusion (GitHub marks runs left incomplete for 14
 // days) counts as failed.
 func TestStaleCheckCountsAsFailed(t *testing.T) {
 	h := newHarness(t)
@@ -70,7 +71,7 @@ func TestStaleCheckCountsAsFailed(t *testing.T) {
 	}
 }
 
-// Point 5: the cron reads again every entry that waits on checks, so a
+// The cron reads again every entry that waits on checks, so a
 // check webhook that never arrived is repaired on the next pass.
 func TestCronRepairsALostCheckWebhook(t *testing.T) {
 	h := newHarness(t)
@@ -86,7 +87,7 @@ func TestCronRepairsALostCheckWebhook(t *testing.T) {
 	}
 }
 
-// Point 6: without required checks mergegate does not merge on the first
+// Without required checks mergegate does not merge on the first
 // green check: it waits until every other App's check suite on the head
 // that has check runs has completed. A suite with no runs (GitHub leaves
 // those queued forever) and mergegate's own suite do not count.
@@ -110,7 +111,7 @@ func TestWithoutRequiredChecksWaitsForEveryAppsSuite(t *testing.T) {
 	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
 }
 
-// Point 7: a required check bound to an App (branch protection's
+// A required check bound to an App (branch protection's
 // checks[].app_id) is satisfied only by that App's check run.
 func TestRequiredCheckBoundToAnApp(t *testing.T) {
 	h := newHarness(t)
@@ -129,7 +130,7 @@ func TestRequiredCheckBoundToAnApp(t *testing.T) {
 	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
 }
 
-// Point 8: a fork's pull request behind a strict base is updated only when
+// A fork's pull request behind a strict base is updated only when
 // its author lets maintainers edit it; otherwise it waits, and its check
 // run tells the author to update the branch.
 func TestForkBehindStrictBaseWaitsForItsAuthor(t *testing.T) {
@@ -156,7 +157,7 @@ func TestForkBehindStrictBaseWaitsForItsAuthor(t *testing.T) {
 	}
 }
 
-// Point 9: mergegate's check run always ends: leaving the queue completes
+// mergegate's check run always ends: leaving the queue completes
 // it (neutral, with the reason), and a change of base never leaves a
 // second one running.
 func TestCheckRunEndsWhenThePullRequestLeaves(t *testing.T) {
@@ -206,7 +207,7 @@ func TestCheckRunEndsWhenThePullRequestLeaves(t *testing.T) {
 	}
 }
 
-// Point 9: a new head ends the old head's run; GitHub being down when the
+// A new head ends the old head's run; GitHub being down when the
 // PR leaves only delays the ending (the outbox), it never loses it.
 func TestCheckRunEndsAfterGitHubWasDown(t *testing.T) {
 	h := newHarness(t)
@@ -229,7 +230,7 @@ func TestCheckRunEndsAfterGitHubWasDown(t *testing.T) {
 	})
 }
 
-// Point 11: a queued PR missing from the open list leaves only after a GET
+// A queued PR missing from the open list leaves only after a GET
 // says it is closed; one the GET shows open stays.
 func TestResyncConfirmsClosedWithAGet(t *testing.T) {
 	h := newHarness(t)
@@ -265,7 +266,7 @@ func (h *harness) prPayloadBase(action string, n int, sha, base string, labels .
 	return b
 }
 
-// Issue 18, point 8: a repair made beside the running server (here: an
+// A repair made beside the running server (here: an
 // entry joined through a second handle on the database, as `mergegate
 // reconcile` without a server does) is acted on within seconds: the
 // server's sweep finds work no worker has.
@@ -273,12 +274,7 @@ func TestServerActsOnARepairMadeBesideIt(t *testing.T) {
 	h := newHarness(t)
 	h.gh.AddPR(testRepo, fakegithub.PR{Number: 7, HeadSHA: shaA, BaseRef: testBase, Labels: []string{"automerge"}})
 	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
-	db, err := leasedo.Open(t.Context(), h.cfg.DB, leasedo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	beside := leasedo.NewStore(db, leasedo.Config{Clock: h.clock})
+	beside := leasedo.NewStore(testkit.OpenDB(t, h.cfg.DB, leasedo.Options{}), leasedo.Config{Clock: h.clock})
 	if _, err := beside.ProcessEvent(t.Context(), leasedo.Event{EventType: "reconcile", Action: "join", Op: leasedo.OpJoin,
 		Tenant: testTenant, Repo: testRepo, PRNumber: 7, Details: &leasedo.Details{Sha: shaA, Base: testBase}}, "reconcile"); err != nil {
 		t.Fatal(err)
@@ -286,7 +282,7 @@ func TestServerActsOnARepairMadeBesideIt(t *testing.T) {
 	h.eventually("the merge of the entry the server did not schedule", func() bool { return len(h.merges()) == 1 })
 }
 
-// Issue 18, point 3: a gate result posted to POST /event (or carried by a
+// A gate result posted to POST /event (or carried by a
 // payload) only starts a reading; the merge waits for the checks as
 // mergegate reads them from GitHub.
 func TestPostedGateResultNeverMergesARunningCheck(t *testing.T) {

@@ -1,8 +1,7 @@
 package app
 
-// End-to-end tests of issue 17 ("The queue's rules in one place"), one per
-// numbered point, through signed deliveries to the real App against the
-// fake GitHub.
+// End-to-end tests of the queue's rules (docs/queue.md, rules.Decide),
+// through signed deliveries to the real App against the fake GitHub.
 
 import (
 	"bufio"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 )
@@ -158,7 +158,7 @@ func (h *harness) noBounce() {
 	}
 }
 
-// Point 1: a PR into release-1.x that waits for CI never holds back green
+// A PR into release-1.x that waits for CI never holds back green
 // PRs into the default branch; GET /queue and the check run titles name
 // each entry's branch.
 func TestRulesQueuesPerBaseBranch(t *testing.T) {
@@ -189,7 +189,7 @@ func TestRulesQueuesPerBaseBranch(t *testing.T) {
 	}
 	for sha, prefix := range titles {
 		if got := h.lastCheckRun(sha).Title; !strings.HasPrefix(got, prefix) {
-			t.Fatalf("check run title on %s = %q, want it to start %q", sha[:7], got, prefix)
+			t.Fatalf("check run title on %s = %q, want it to start %q", forge.ShortSHA(sha), got, prefix)
 		}
 	}
 
@@ -208,7 +208,7 @@ func TestRulesQueuesPerBaseBranch(t *testing.T) {
 	h.noBounce()
 }
 
-// Point 2, mergeable null: right after a merge moved the base GitHub is
+// Mergeable null: right after a merge moved the base GitHub is
 // still working out the second PR's mergeability (it refuses a merge with
 // "Base branch was modified" then, and answers mergeable null); on a
 // strict base the second of two green PRs is tried again after a pause,
@@ -241,7 +241,7 @@ func TestRulesMergeableUnknownWaitsThenUpdatesOnStrictBase(t *testing.T) {
 	h.noBounce()
 }
 
-// Point 2, reviews: with a required approval missing the entry waits and
+// Reviews: with a required approval missing the entry waits and
 // its check run says so; changes requested names the reviewer; an approval
 // (a pull_request_review delivery) moves it on to the merge. Nobody is
 // bounced.
@@ -285,7 +285,7 @@ func TestRulesMissingReviewWaitsApprovalMerges(t *testing.T) {
 	h.noBounce()
 }
 
-// Point 2, 405 "Base branch was modified": the merge is tried again after a
+// 405 "Base branch was modified": the merge is tried again after a
 // short pause and succeeds; the PR is not bounced.
 func TestRulesBaseModifiedIsRetried(t *testing.T) {
 	h := newHarness(t)
@@ -301,7 +301,7 @@ func TestRulesBaseModifiedIsRetried(t *testing.T) {
 	h.noBounce()
 }
 
-// Point 2, 422 from update-branch because the head moved: the new head is
+// 422 from update-branch because the head moved: the new head is
 // gated again, and never merged before its own checks pass.
 func TestRulesUpdateBranchHeadMovedRegatesNewHead(t *testing.T) {
 	h := newHarness(t)
@@ -347,7 +347,7 @@ func TestRulesUpdateBranchHeadMovedRegatesNewHead(t *testing.T) {
 	h.noBounce()
 }
 
-// Point 3: a squash-only repository merges with squash although
+// A squash-only repository merges with squash although
 // --merge-method is merge, and the check run's final summary says why.
 // mergegate learns the repository's methods from GitHub's first refusal
 // (and the pull request read after it) rather than reading them before
@@ -382,7 +382,7 @@ func TestRulesSquashOnlyRepositoryMergesWithSquash(t *testing.T) {
 	h.noBounce()
 }
 
-// Point 3: a PR queued through GitHub auto-merge, its author having chosen
+// A PR queued through GitHub auto-merge, its author having chosen
 // rebase, merges with rebase (allowed) although --merge-method is squash.
 func TestRulesAutoMergeMethodIsTheAuthors(t *testing.T) {
 	h := newHarness(t) // --merge-method squash
@@ -407,7 +407,7 @@ func TestRulesAutoMergeMethodIsTheAuthors(t *testing.T) {
 	}
 }
 
-// Point 4: problems only the operator can fix (a base on GitHub's merge
+// Problems only the operator can fix (a base on GitHub's merge
 // queue, a workflows change without the permission, a base the App may not
 // push to) bounce nobody: the label stays, GET /queue says blocked and what
 // to change, so does the check run, a metric counts it, the log says it

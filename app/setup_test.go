@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"html"
@@ -20,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -28,8 +28,8 @@ import (
 // The returned stop shuts it down (also at the end of the test).
 func startApp(t *testing.T, gh *fakegithub.Server, clk *leasedo.ManualClock, cfg Config) (*harness, func()) {
 	t.Helper()
-	logBuf := &bytes.Buffer{}
-	log := zerolog.New(&syncWriter{w: logBuf}).Level(zerolog.DebugLevel)
+	logBuf := &testkit.SyncBuffer{}
+	log := zerolog.New(logBuf).Level(zerolog.DebugLevel)
 	a, err := New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

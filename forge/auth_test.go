@@ -1,37 +1,18 @@
 package forge_test
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 )
-
-// syncBuf is a log buffer safe for the client's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRevokedTokenIsReplacedAndAGETRetried: GitHub stops accepting the
 // cached token (401 Bad credentials): the token is dropped, a new one
@@ -93,7 +74,7 @@ func TestRevokedTokenOnAWriteIsDroppedNotResent(t *testing.T) {
 // operator's problem: AuthFailure says it, with when, and one log line
 // (tenant, repo) says it, however many calls fail; a success clears it.
 func TestSecondRefusalIsReportedAndLoggedOnce(t *testing.T) {
-	logs := &syncBuf{}
+	logs := &testkit.SyncBuffer{}
 	e := newEnv(t, envOpts{log: logs})
 	e.gh.AddPR(repo, fakegithub.PR{Number: 1, HeadSHA: "h1"})
 	if _, err := e.c.GetPR(e.ctx, tenant, repo, 1); err != nil {
@@ -142,7 +123,7 @@ func TestRefusedAppKeyIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
-	logs := &syncBuf{}
+	logs := &testkit.SyncBuffer{}
 	e := newEnv(t, envOpts{key: other, log: logs})
 	e.gh.AddPR(repo, fakegithub.PR{Number: 1, HeadSHA: "h1"})
 	_, err = e.c.GetPR(e.ctx, tenant, repo, 1)

@@ -33,7 +33,7 @@ import (
 // is eligible but not queued, i.e. when a queue is rebuilt or a webhook was
 // missed; once it joins they are not read again. A rebuild reads one such
 // listing per labelled PR (10,000 at the 1,000-repository scale), which, in
-// a plain LRU, evicted the PR listings every pass needs. Such answers
+// a plain LRU, would evict the PR listings every pass needs. Such answers
 // (coldOps) enter on probation, at the LRU's cold end: evicted before any
 // other entry, never at the expense of a regular one, and all of them
 // together held to 1/maxColdShare of each bound (oldest out first), so that
@@ -45,10 +45,10 @@ import (
 const (
 	defaultCacheEntries = 10000
 	// defaultCacheBytes bounds the cache's heap. The target is a one-VM
-	// install whose RSS stays under 100 MB, where the webhook path alone
-	// ran at 77-85 MB under sustained load (docs/performance.md), and with
-	// the GC's default GOGC=100 the heap may grow to twice what is live:
-	// the cache can only have a fraction of it. 32 MiB holds the
+	// install whose RSS stays under 100 MB, most of which the webhook path
+	// takes under sustained load (docs/performance.md), and with the GC's
+	// default GOGC=100 the heap may grow to twice what is live: the cache
+	// can only have a fraction of it. 32 MiB holds the
 	// steady-state working set of the tested scale (1,000 repositories:
 	// one listing page each, plus gate reads and the probationary share;
 	// TestCacheAtScale checks it). A 20-PR listing shaped like GitHub's
@@ -315,7 +315,7 @@ type cacheTransport struct {
 }
 
 func (t *cacheTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	op := opFrom(req)
+	op := Operation(req)
 	if req.Method != http.MethodGet || req.Header.Get("Range") != "" {
 		resp, err := t.next.RoundTrip(req)
 		if err == nil {
@@ -408,15 +408,22 @@ type readCloser struct {
 	io.Closer
 }
 
-// opKey carries the operation name (for per-endpoint stats) in a request's
-// context.
+// opKey carries the operation name in a request's context, for the
+// per-operation stats and Operation.
 type opKey struct{}
 
 func withOp(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opKey{}, op)
 }
 
-func opFrom(req *http.Request) string {
+// Operation names what a request to GitHub was sent for: the forge call's
+// operation ("pulls.get", "checks.list-for-ref", ...),
+// "apps.create-installation-access-token" for ghinstallation's token
+// refresh, "other" for a request no forge call made. It is the one name of
+// a GitHub operation in stats and metrics: a fixed set, whatever the paths
+// hold. A transport below forge's (Config.Transport) reads it from the
+// request it is given.
+func Operation(req *http.Request) string {
 	if strings.HasSuffix(req.URL.Path, "/access_tokens") {
 		return "apps.create-installation-access-token"
 	}

@@ -5,7 +5,11 @@ import (
 	"sort"
 )
 
-// Gate results.
+// Gate results: the one spelling of a gate's outcome. EvaluateGate returns
+// them, rules.Decide acts on them, and leasedo stores GateSuccess and
+// GateFailure in queue.gate_result and accepts them in POST /event's
+// details.gateResult; the strings are in stored rows and replay goldens, so
+// they do not change.
 const (
 	GateSuccess = "success"
 	GateFailure = "failure"

@@ -3,7 +3,6 @@ package forge_test
 import (
 	"context"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,8 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
+	"github.com/mergegate/mergegate/leasedo"
 )
 
 const (
@@ -18,30 +19,15 @@ const (
 	repo   = "octo/widgets"
 )
 
-// clock is a manual clock shared by the fake and the client.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Now().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newClock is the manual clock shared by the fake and the client.
+func newClock() *leasedo.ManualClock {
+	return leasedo.NewManualClock(time.Now().Truncate(time.Second))
 }
 
 type env struct {
 	gh    *fakegithub.Server
 	c     *forge.Client
-	clock *clock
+	clock *leasedo.ManualClock
 	ctx   context.Context
 }
 
@@ -71,9 +57,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.log != nil {
 		log = zerolog.New(o.log)
 	}
-	c, err := forge.New(forge.Config{
-		BaseURL:      gh.URL(),
-		AppID:        gh.AppID(),
+	c := testkit.Forge(t, gh, forge.Config{
 		PrivateKey:   key,
 		Logger:       log,
 		Clock:        clk.Now,
@@ -84,8 +68,5 @@ func newEnv(t *testing.T, o envOpts) *env {
 
 		InstallationConcurrency: o.perInstallation,
 	})
-	if err != nil {
-		t.Fatalf("forge.New: %v", err)
-	}
 	return &env{gh: gh, c: c, clock: clk, ctx: context.Background()}
 }

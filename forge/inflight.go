@@ -90,7 +90,7 @@ func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	timeout := t.timeout
-	if slowOps[opFrom(req)] {
+	if slowOps[Operation(req)] {
 		timeout = t.slow
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 )
 
 // readAll reads PR #1 of each tenant's repository (tenants: installation →
@@ -91,12 +92,7 @@ func TestGivingUpWhileWaitingLeaksNoSlot(t *testing.T) {
 		_, err := e.c.GetPR(e.ctx, tenant, repo, 1)
 		first <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); e.gh.InFlight() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never reached the fake")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "the first request to reach the fake", func() bool { return e.gh.InFlight() > 0 })
 	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Millisecond)
 	defer cancel()
 	if _, err := e.c.GetPR(ctx, tenant, repo, 1); !errors.Is(err, context.DeadlineExceeded) {

@@ -115,14 +115,11 @@ func BenchmarkInboxEnqueueParallel(b *testing.B) {
 // stores one join-or-leave delivery per repository (not timed) and drains
 // every repository once (timed): one transaction per repository that
 // takes and gives back the lease, reads the body, applies and marks the
-// delivery done. perTx > 1 drains that many repositories per DrainMany
-// transaction, as the engine's drainer does when they wait together.
-// ops/s counts deliveries applied.
+// delivery done. ops/s counts deliveries applied.
 func BenchmarkDrain(b *testing.B) {
-	for _, c := range []struct{ repos, perTx int }{{1, 1}, {100, 1}, {100, 4}, {100, 32}} {
-		repos := c.repos
+	for _, repos := range []int{1, 100} {
 		for _, mode := range syncModes {
-			b.Run(fmt.Sprintf("repos=%d/perTx=%d/sync=%s", repos, c.perTx, mode), func(b *testing.B) {
+			b.Run(fmt.Sprintf("repos=%d/sync=%s", repos, mode), func(b *testing.B) {
 				s, _ := openTB(b, Options{Sync: mode})
 				in := s.NewInbox(0)
 				defer in.Close()
@@ -143,19 +140,10 @@ func BenchmarkDrain(b *testing.B) {
 					}
 					n++
 					b.StartTimer()
-					for i := 0; i < len(keys); i += c.perTx {
-						var reqs []DrainRequest
-						for _, k := range keys[i:min(i+c.perTx, len(keys))] {
-							reqs = append(reqs, DrainRequest{Key: k, By: "worker", Limit: 16, Prepare: decodeEvent})
-						}
-						out, err := s.DrainMany(ctx, reqs, 0, DrainPolicy{})
-						if err != nil {
-							b.Fatal(err)
-						}
-						for j, o := range out {
-							if len(o.Done) != 1 || o.Done[0].Err != nil {
-								b.Fatalf("drain %s: %+v", reqs[j].Key, o)
-							}
+					for _, k := range keys {
+						out, err := s.Drain(ctx, k, "worker", 16, decodeEvent, DrainPolicy{})
+						if err != nil || len(out.Done) != 1 || out.Done[0].Err != nil {
+							b.Fatalf("drain %s: %+v %v", k, out, err)
 						}
 					}
 				}

@@ -2,7 +2,6 @@ package leasedo
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -17,41 +16,16 @@ const (
 	bodyS2  = "s2" // an S2 block
 )
 
-// encodeBufs recycles the compression buffers: s2.Encode needs room for
-// the worst case (a little more than the input), 25-30 KB a delivery, and
-// at 1,000 deliveries/s that garbage alone made the collector run several
-// times a second, each run holding one of the two cores.
-var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledBuf keeps a rare huge payload's buffer out of the pool.
-const maxPooledBuf = 1 << 20
-
 // encodeBody returns how to store raw: compressed unless that does not
-// make it smaller. stored is valid until done is called.
-func encodeBody(raw []byte) (encoding string, stored []byte, done func()) {
-	nothing := func() {}
-	if len(raw) < 64 {
-		return bodyRaw, raw, nothing
+// make it smaller.
+func encodeBody(raw []byte) (encoding string, stored []byte) {
+	if len(raw) < 64 || s2.MaxEncodedLen(len(raw)) < 0 { // tiny, or too large for one block
+		return bodyRaw, raw
 	}
-	n := s2.MaxEncodedLen(len(raw))
-	if n < 0 {
-		return bodyRaw, raw, nothing // too large to compress in one block
+	if c := s2.Encode(nil, raw); len(c) < len(raw) {
+		return bodyS2, c
 	}
-	buf := encodeBufs.Get().(*[]byte)
-	if cap(*buf) < n {
-		*buf = make([]byte, n)
-	}
-	c := s2.Encode((*buf)[:n], raw)
-	done = func() {
-		if cap(*buf) <= maxPooledBuf {
-			encodeBufs.Put(buf)
-		}
-	}
-	if len(c) >= len(raw) {
-		done()
-		return bodyRaw, raw, nothing
-	}
-	return bodyS2, c, done
+	return bodyRaw, raw
 }
 
 // decodeBody returns the body as received.
@@ -70,38 +44,6 @@ func decodeBody(encoding string, stored []byte) ([]byte, error) {
 		return b, nil
 	}
 	return nil, fmt.Errorf("stored body: unknown encoding %q", encoding)
-}
-
-// decodeBufs recycles the buffers bodies are read back into (Drain).
-var decodeBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-// decodeBodyPooled is decodeBody into a reused buffer: body is valid
-// until release is called.
-func decodeBodyPooled(encoding string, stored []byte) (body []byte, release func(), err error) {
-	nothing := func() {}
-	if encoding != bodyS2 {
-		body, err = decodeBody(encoding, stored)
-		return body, nothing, err
-	}
-	n, err := decodedLen(stored)
-	if err != nil {
-		return nil, nothing, err
-	}
-	buf := decodeBufs.Get().(*[]byte)
-	if cap(*buf) < n {
-		*buf = make([]byte, n)
-	}
-	release = func() {
-		if cap(*buf) <= maxPooledBuf {
-			decodeBufs.Put(buf)
-		}
-	}
-	body, err = s2.Decode((*buf)[:n], stored)
-	if err != nil {
-		release()
-		return nil, nothing, fmt.Errorf("stored body: %w", err)
-	}
-	return body, release, nil
 }
 
 // maxStoredBody bounds what a stored block may claim to decode to: GitHub

@@ -33,12 +33,6 @@ type DB struct {
 	done     chan struct{}
 	turns    writerTurns // orders the single writer's transactions
 	stmts    *stmtCache  // the writer's prepared statements
-	// heavy is held by the CPU-heavy background work, a drain transaction
-	// or a checkpoint pass, so that at most one of them runs at a time and
-	// the other core stays free for webhooks: side by side they can take
-	// both cores of a small box, and an acknowledgement woken meanwhile
-	// waits up to Go's 10 ms preemption slice (docs/performance.md).
-	heavy sync.Mutex
 	// commits counts the writer's commits: the checkpointer skips its
 	// pass when nothing was committed since the last one.
 	commits atomic.Int64
@@ -89,35 +83,16 @@ func IsStorageError(err error) bool {
 }
 
 // writerTurns hands the writer connection to one transaction at a time, in
-// arrival order, except that "first" requests (the inbox) go before every
-// waiting ordinary one. database/sql alone hands a freed connection to a
-// random waiter: with a hundred engine workers queued, a webhook's commit
-// waited behind most of them.
-// There is at most one first request at a time (the inbox commits from
-// one goroutine), so ordinary writes still get every other turn.
-//
-// A waiting first request may also be taken along by the transaction that
-// holds the writer: run inside it, just before its commit (DB.writeInTurn).
-// Its webhook then waits for one commit instead of two, and the two
-// transactions' shared pages go to the WAL once.
+// arrival order, except that "first" requests (the inbox's group commits,
+// which a webhook's 202 waits for) go before every waiting ordinary one.
+// database/sql alone hands a freed connection to a random waiter: with a
+// hundred engine workers queued, a webhook's commit waited behind most of
+// them. There is at most one first request at a time (the inbox commits
+// from one goroutine), so ordinary writes still get every other turn.
 type writerTurns struct {
 	mu          sync.Mutex
 	held        bool
 	first, rest []chan struct{}
-	along       *alongReq // the waiting first request's work, if it may be taken along
-}
-
-// alongReq is a first request's transaction body, offered to the holder.
-type alongReq struct {
-	ch    chan struct{} // its place in first
-	fn    func(tx *wtx) error
-	taken bool          // by the holder, which answers on res
-	res   chan alongRes // buffered
-}
-
-type alongRes struct {
-	err   error // fn's error, or nil once committed
-	retry bool  // the holder did not commit: run fn in a transaction of its own
 }
 
 // firstWaiting reports whether a "first" request (a webhook's commit)
@@ -128,79 +103,33 @@ func (g *writerTurns) firstWaiting() bool {
 	return len(g.first) > 0
 }
 
-// acquire waits for the writer. A first request that passes fn may instead
-// be taken along by the holder: acquire then returns that outcome as
-// taken (and does not hold the writer).
-func (g *writerTurns) acquire(ctx context.Context, first bool, fn func(tx *wtx) error) (taken *alongRes, err error) {
+// acquire waits for the writer.
+func (g *writerTurns) acquire(ctx context.Context, first bool) error {
 	g.mu.Lock()
 	if !g.held {
 		g.held = true
 		g.mu.Unlock()
-		return nil, nil
+		return nil
 	}
 	ch := make(chan struct{})
-	var a *alongReq
 	if first {
 		g.first = append(g.first, ch)
-		if fn != nil {
-			a = &alongReq{ch: ch, fn: fn, res: make(chan alongRes, 1)}
-			g.along = a
-		}
 	} else {
 		g.rest = append(g.rest, ch)
 	}
 	g.mu.Unlock()
-	var res <-chan alongRes
-	if a != nil {
-		res = a.res
-	}
 	select {
 	case <-ch:
-		g.dropAlong(a)
-		return nil, nil
-	case r := <-res:
-		return &r, nil
+		return nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		removed := removeWaiter(&g.first, ch) || removeWaiter(&g.rest, ch)
-		wasTaken := a != nil && a.taken
-		if g.along == a {
-			g.along = nil
-		}
 		g.mu.Unlock()
-		switch {
-		case wasTaken: // the holder runs it: its outcome must be told
-			r := <-a.res
-			return &r, nil
-		case !removed: // handed over meanwhile: pass it on
+		if !removed { // handed over meanwhile: pass it on
 			g.release()
 		}
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-}
-
-func (g *writerTurns) dropAlong(a *alongReq) {
-	if a == nil {
-		return
-	}
-	g.mu.Lock()
-	if g.along == a {
-		g.along = nil
-	}
-	g.mu.Unlock()
-}
-
-// takeAlong hands the holder the waiting first request's work, if any:
-// it leaves the queue, and the holder must answer it on res.
-func (g *writerTurns) takeAlong() *alongReq {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	a := g.along
-	if a == nil || !removeWaiter(&g.first, a.ch) {
-		return nil
-	}
-	g.along, a.taken = nil, true
-	return a
 }
 
 // release hands the writer to the next waiter, or frees it.
@@ -232,11 +161,8 @@ func removeWaiter(q *[]chan struct{}, ch chan struct{}) bool {
 // checkpointEvery is how often the WAL is copied back into the database
 // while commits come in (an idle database is not visited). The writer's
 // automatic checkpoint is off: it ran inside a commit, on the path of the
-// webhook's 202. Often, so that each pass has little to write to the
-// disk: a pass fsyncs the WAL and the database, and a large flush, though
-// only this goroutine waits for it, slows the acknowledgements beside it.
-// docs/performance.md says how to measure the choice.
-const checkpointEvery = 10 * time.Millisecond
+// webhook's 202, and a pass fsyncs the WAL and the database.
+const checkpointEvery = time.Second
 
 // Options tune how the database is opened.
 type Options struct {
@@ -276,8 +202,8 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	// SQLite's default 4 KiB pages, set before the switch to WAL (it only
 	// takes effect on a new file). A commit writes every page it touched
 	// whole, and applying a delivery touches ~19 (rows and index entries
-	// of deliveries, events, queue, audit): with 16 KiB pages that was
-	// 300 KB of WAL per delivery, copied back again by the checkpoints.
+	// of deliveries, events, queue, audit): with 16 KiB pages that would
+	// be 300 KB of WAL per delivery, copied back again by the checkpoints.
 	q.Add("_pragma", "page_size(4096)")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
@@ -285,8 +211,9 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "wal_autocheckpoint(0)")
 	// The WAL file keeps its blocks when it starts over (rewriting them
-	// costs no allocation, whose journal commits made fsyncs slow), unless
-	// a burst left it past four times the bound.
+	// allocates no new blocks, and allocation costs the filesystem a
+	// journal commit on the next fsync), unless a burst left it past four
+	// times the bound.
 	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", 4*walRestartBytes))
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + path + "?" + q.Encode()
@@ -355,100 +282,54 @@ func createPrivate(path string) error {
 	return f.Chmod(0o600) // the umask may have taken bits away from 0600
 }
 
-// checkpointer copies the WAL back into the database in the background.
-// PASSIVE never blocks the writer or readers; what it cannot copy yet it
-// copies next time.
+// checkpointer copies the WAL back into the database in the background,
+// once after start (migrations may have written) and then on each tick
+// that follows commits.
 func (db *DB) checkpointer() {
 	defer close(db.done)
 	t := time.NewTicker(checkpointEvery)
 	defer t.Stop()
-	var last int64
-	var lastRestart time.Time
-	caughtUp := false // a first pass at start: migrations may have written
+	last := int64(-1)
 	for {
 		select {
 		case <-db.stop:
 			return
-		case now := <-t.C:
-			if n := db.commits.Load(); n != last || !caughtUp {
+		case <-t.C:
+			if n := db.commits.Load(); n != last {
 				last = n
-				var restarted bool
-				caughtUp, restarted = db.checkpoint(now.Sub(lastRestart) >= restartEvery)
-				if restarted {
-					lastRestart = now
-				}
+				db.checkpoint()
 			}
 		}
 	}
 }
 
 // walRestartBytes bounds the WAL. A PASSIVE checkpoint copies it back but
-// never starts it over: SQLite does that only at a write transaction that
+// never starts it over: SQLite does that at a write transaction that
 // begins while every frame is copied back and no reader is in the WAL,
-// which under steady load (a commit every millisecond) almost never
-// happens. Unbounded, it grew by 4 GB a minute at 1,000 deliveries/s.
+// which under steady load (a commit landing during every pass) never
+// happens, and the WAL grows without end.
 const walRestartBytes = 64 << 20
 
-// restartEvery is how often, at most, the checkpointer tries to start
-// the WAL over.
-const restartEvery = 250 * time.Millisecond
-
-// checkpoint copies the WAL back into the database file and, past
-// walRestartBytes, makes the next write start it over, without stalling
-// the webhook's commits:
-//
-//  1. PASSIVE passes, which never block a writer, until what is left is
-//     small (each pass copies what the previous one let pile up);
-//  2. the two files are fsynced from here, off the writer's path, so that
-//  3. a last PASSIVE pass, run while this goroutine holds the writer's turn
-//     (no commit can add frames), has little to copy or sync, where an
-//     unprepared RESTART holds the writer while it copies and syncs it
-//     all and writers sleep in SQLite's busy handler. It leaves every frame
-//     copied, so the next commit starts the WAL over. It never waits for
-//     a reader (a backup, say): frames a reader still needs stay, and the
-//     next tick tries again.
-func (db *DB) checkpoint(mayRestart bool) (caughtUp, restarted bool) {
+// checkpoint copies the WAL back into the database file with a PASSIVE
+// pass, which never blocks a writer or waits for a reader. Past
+// walLimit, it runs a second pass while it holds the writer's turn: no
+// commit can add frames meanwhile, so every frame is copied (unless a
+// reader still needs some: the next tick tries again) and the next
+// commit starts the WAL over. The first pass left little for the second
+// to copy and sync.
+func (db *DB) checkpoint() {
 	var busy, frames, copied int64
-	if err := db.passive(&busy, &frames, &copied); err != nil {
-		return false, false // retried next tick
+	if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
+		return // tried again next tick
 	}
 	if frames*db.pageSize <= db.walLimit {
-		return copied == frames, false
+		return
 	}
-	// Starting the WAL over takes the writer for a moment and two fsyncs:
-	// the checkpointer does not try at every tick while a reader (a
-	// backup) keeps it from happening.
-	if !mayRestart {
-		return false, false
-	}
-	for i := 0; i < 4; i++ {
-		before := copied
-		if err := db.passive(&busy, &frames, &copied); err != nil {
-			return false, true
-		}
-		if (copied-before)*db.pageSize < 1<<20 {
-			break
-		}
-	}
-	for _, name := range []string{db.path + "-wal", db.path} {
-		if f, err := os.Open(name); err == nil {
-			f.Sync() //nolint:errcheck // an optimisation: SQLite syncs again
-			f.Close()
-		}
-	}
-	if _, err := db.turns.acquire(context.Background(), false, nil); err != nil {
-		return false, true
+	if err := db.turns.acquire(context.Background(), false); err != nil {
+		return
 	}
 	defer db.turns.release()
-	err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
-	return err == nil && copied == frames, true
-}
-
-// passive runs one PASSIVE checkpoint pass, never beside a drain (heavy).
-func (db *DB) passive(busy, frames, copied *int64) error {
-	db.heavy.Lock()
-	defer db.heavy.Unlock()
-	return db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(busy, frames, copied)
+	db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied) //nolint:errcheck // tried again next tick
 }
 
 // pingRetryBusy opens the first writer connection, which switches a new
@@ -555,22 +436,8 @@ func (db *DB) writeFirst(ctx context.Context, fn func(tx *wtx) error) error {
 }
 
 func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) error) error {
-	var along func(tx *wtx) error
-	if first {
-		along = fn
-	}
-	for {
-		taken, err := db.turns.acquire(ctx, first, along)
-		if err != nil {
-			return fmt.Errorf("begin write: %w", err)
-		}
-		if taken == nil {
-			break // the writer is ours
-		}
-		if !taken.retry {
-			return taken.err
-		}
-		along = nil // the holder could not commit it: in a transaction of our own
+	if err := db.turns.acquire(ctx, first); err != nil {
+		return fmt.Errorf("begin write: %w", err)
 	}
 	defer db.turns.release()
 	if db.stmts.pending() {
@@ -588,36 +455,12 @@ func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) erro
 		db.noteWrite(err)
 		return err
 	}
-	// A webhook's commit waiting meanwhile goes in this one (writerTurns).
-	// Its outcome is told whatever happens here: committed, its own error,
-	// or (this transaction failed) retry in a transaction of its own.
-	var a *alongReq
-	if !first {
-		a = db.turns.takeAlong()
-	}
-	res := alongRes{retry: true}
-	if a != nil {
-		defer func() { a.res <- res }()
-		fnErr, err := savepoint(ctx, tx, func() error { return a.fn(tx) })
-		if err != nil { // this transaction cannot go on either
-			db.noteWrite(err)
-			return err
-		}
-		if fnErr != nil {
-			res = alongRes{err: fnErr} // rolled back alone; ours goes on
-		}
-	}
 	if err := tx.Commit(); err != nil {
 		db.noteWrite(err)
 		return fmt.Errorf("commit: %w", err)
 	}
 	db.commits.Add(1)
 	db.noteWrite(nil)
-	if res.err == nil {
-		res = alongRes{}
-	} else {
-		db.noteWrite(res.err) // the webhook's write taken along failed alone
-	}
 	return nil
 }
 
@@ -637,6 +480,17 @@ func savepoint(ctx context.Context, tx *wtx, fn func() error) (fnErr, err error)
 		return fnErr, fmt.Errorf("release savepoint: %w", err)
 	}
 	return fnErr, nil
+}
+
+// readOnWriter runs fn's reads on the writer connection between its
+// transactions: its page cache holds what the last commits wrote, where a
+// reader's starts cold after every commit.
+func (db *DB) readOnWriter(ctx context.Context, fn func(q querier) error) error {
+	if err := db.turns.acquire(ctx, false); err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer db.turns.release()
+	return fn(db.w)
 }
 
 // read runs fn in one read transaction (a consistent snapshot).

@@ -2,21 +2,21 @@ package leasedo
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Prepare turns one pending delivery into what applies it. An error means
-// the delivery itself is at fault (malformed): retrying cannot help, so it
-// is marked failed at once and kept for the operator. d.Body is only valid
-// during the call (its buffer is reused): what it returns must not alias it.
+// Prepare turns one pending delivery into what applies it. It runs before
+// the write transaction begins, so it may take its time (decoding JSON) but
+// must not call GitHub. An error means the delivery itself is at fault
+// (malformed): retrying cannot help, so it is marked failed at once and
+// kept for the operator. d.Body is only valid during the call (its buffer
+// may be reused): what it returns must not alias it.
 type Prepare func(Delivery) (Batch, error)
 
 // Drained is what became of one delivery in a Drain.
@@ -43,119 +43,109 @@ type DrainPolicy struct {
 	Backoff     func(attempts int) time.Duration // wait after the n-th failed attempt (default 2^(n-1) s)
 }
 
-// Drain applies up to limit of k's pending deliveries, in arrival order,
-// in ONE write transaction that also takes and gives back k's lease: the
-// protocol's applying of an event (acquire, apply, release) for a batch of
-// deliveries. Nobody can see the lease in between, so it is not written;
-// a stale lease left by a dead holder is removed, as acquiring and
-// releasing it would. A lease held by someone else answers *LockedError
-// and nothing is applied (the deliveries wait for it).
+// Drain applies up to limit of k's pending deliveries, in arrival order.
+// They are read and prepared first, outside any write, since translating
+// a payload costs more than applying it and the writer is shared with the
+// webhooks' commits. Then ONE write transaction takes and gives back k's
+// lease and applies them: the protocol's applying of an event (acquire,
+// apply, release) for a batch of deliveries. Nobody can see the lease in
+// between, so it is not written; a stale lease left by a dead holder is
+// removed, as acquiring and releasing it would. A lease held by someone
+// else answers *LockedError and nothing is applied (the deliveries wait
+// for it).
 //
-// prepare runs inside the transaction, so it must only compute (never call
-// GitHub). Each delivery is applied under a savepoint: one whose apply
-// fails is rolled back alone, its attempt recorded (failed at
-// MaxAttempts), and nothing after it is applied in this call — arrival
-// order holds. A database error (disk full, I/O, interruption) is not the
-// delivery's fault: the whole call fails, nothing is recorded, and every
-// delivery stays pending as it was.
+// The transaction reads k's pending deliveries again and applies those
+// prepared, in that order: one pending but not prepared as it is now (put
+// back to pending, an attempt recorded meanwhile) ends the call with More,
+// so nothing is applied ahead of an earlier delivery. Each is applied
+// under a savepoint in the transaction that marks it done, so it is
+// applied exactly once: one whose apply fails is rolled back alone, its
+// attempt recorded (failed at MaxAttempts), and nothing after it is
+// applied in this call. A database error (disk full, I/O, interruption)
+// is not the delivery's fault: the whole call fails, nothing is recorded,
+// and every delivery stays pending as it was.
 func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare Prepare, policy DrainPolicy) (Drain, error) {
-	out, err := s.DrainMany(ctx, []DrainRequest{{Key: k, By: by, Limit: limit, Prepare: prepare}}, 0, policy)
-	if err != nil {
-		return Drain{}, err
-	}
-	if out[0].Locked != nil {
-		return Drain{}, out[0].Locked
-	}
-	return out[0].Drain, nil
-}
-
-// DrainRequest is one repository's part of a DrainMany call.
-type DrainRequest struct {
-	Key     Key
-	By      string
-	Limit   int // most deliveries of Key applied (default 16)
-	Prepare Prepare
-}
-
-// DrainOutcome is what DrainMany did for one request.
-type DrainOutcome struct {
-	Drain
-	Locked *LockedError // the lease is held by someone else: nothing applied
-}
-
-// DrainMany is Drain for several repositories in ONE transaction, each as
-// Drain describes it (its own lease, arrival order, savepoints). A
-// transaction's fixed cost (begin, commit, the pages every delivery
-// touches) is most of what applying one delivery costs, and deliveries
-// arrive spread over repositories, so the engine gathers the repositories
-// waiting to drain into one call. total caps the deliveries applied in all
-// (0: no cap beyond each Limit); requests it leaves out answer More with
-// nothing done. So do those after a webhook's commit starts waiting for
-// the writer: the call commits after the repository it is in, and the
-// acknowledgement waits for that one, not for all of them. A database
-// error fails the whole call, as for Drain.
-func (s *Store) DrainMany(ctx context.Context, reqs []DrainRequest, total int, policy DrainPolicy) ([]DrainOutcome, error) {
 	if policy.MaxAttempts <= 0 {
 		policy.MaxAttempts = 5
 	}
 	if policy.Backoff == nil {
 		policy.Backoff = func(n int) time.Duration { return time.Duration(1<<min(n-1, 8)) * time.Second }
 	}
-	out := make([]DrainOutcome, len(reqs))
-	s.db.heavy.Lock() // never beside a checkpoint pass (DB.heavy)
-	defer s.db.heavy.Unlock()
-	err := s.db.write(ctx, func(tx *wtx) error {
-		clear(out)
-		now := s.now()
-		left := total
-		yielded := false
-		for i, r := range reqs {
-			if yielded || (i > 0 && s.db.turns.firstWaiting()) {
-				yielded = true
-				out[i].More = true
-				continue
-			}
-			limit := r.Limit
-			if limit <= 0 {
-				limit = 16
-			}
-			if total > 0 {
-				if left <= 0 {
-					out[i].More = true
-					continue
-				}
-				limit = min(limit, left)
-			}
-			locked, err := s.drainKey(ctx, tx, now, r.Key, r.By, limit, r.Prepare, policy, &out[i].Drain)
-			if err != nil {
-				return err
-			}
-			out[i].Locked = locked
-			left -= len(out[i].Done)
-		}
-		return nil
-	})
+	if limit <= 0 {
+		limit = 16
+	}
+	prepared, err := s.preparePending(ctx, k, limit, prepare)
 	if err != nil {
-		return nil, err
+		return Drain{}, err
+	}
+	var out Drain
+	var locked *LockedError
+	// A held lease commits too: finding one stamped in the future (the
+	// clock jumped back) restamps it (lease.go).
+	err = s.db.write(ctx, func(tx *wtx) error {
+		out = Drain{}
+		var err error
+		locked, err = s.drainKey(ctx, tx, s.now(), k, by, limit, prepared, policy, &out)
+		return err
+	})
+	switch {
+	case err != nil:
+		return Drain{}, err
+	case locked != nil:
+		return Drain{}, locked
 	}
 	return out, nil
 }
 
-// drainKey is one repository's part of a Drain, inside tx: it fills out.
-func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by string, limit int, prepare Prepare, policy DrainPolicy, out *Drain) (*LockedError, error) {
+// preparedDelivery is a pending delivery as it was read and prepared.
+type preparedDelivery struct {
+	attempts int // as read: an attempt recorded since means it changed
+	batch    Batch
+	err      error // from Prepare, or an unreadable body: failed at once
+}
+
+// preparePending reads k's first pending deliveries and
+// prepares them, up to one in backoff (none after it can be applied
+// before it).
+func (s *Store) preparePending(ctx context.Context, k Key, limit int, prepare Prepare) (map[int64]preparedDelivery, error) {
+	var ds []pendingDelivery
+	if err := s.db.readOnWriter(ctx, func(q querier) error {
+		var err error
+		ds, err = pendingIn(ctx, q, k, limit, true)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make(map[int64]preparedDelivery, len(ds))
+	for i := range ds {
+		d := ds[i].Delivery
+		if d.NextTryAt.After(now) {
+			break
+		}
+		body, err := decodeBody(ds[i].enc, ds[i].stored)
+		ds[i].stored = nil // garbage once decoded
+		p := preparedDelivery{attempts: d.Attempts, err: err} // unreadable: as malformed as can be
+		if err == nil {
+			d.Body = body
+			p.batch, p.err = prepare(d)
+		}
+		out[d.Seq] = p
+	}
+	return out, nil
+}
+
+// drainKey is Drain's write, inside tx: it applies what prepared holds in
+// the order k's deliveries are pending now, and fills out.
+func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by string, limit int, prepared map[int64]preparedDelivery, policy DrainPolicy, out *Drain) (*LockedError, error) {
 	locked, err := s.takeAndGiveBack(ctx, tx, k, now)
 	if err != nil || locked != nil {
 		return locked, err
 	}
-	ds, err := pendingIn(ctx, tx, k, limit)
+	ds, err := pendingIn(ctx, tx, k, limit, false)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, pd := range ds {
-			pd.release()
-		}
-	}()
 	out.More = len(ds) == limit
 	l := &Lease{Key: k, By: by}
 	for _, pd := range ds {
@@ -164,18 +154,12 @@ func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by 
 			out.RetryAt, out.More = d.NextTryAt, false
 			break
 		}
-		// The body is decoded into a reused buffer for prepare alone:
-		// decoding into fresh memory was a third of all the server's
-		// allocations at 1,000 deliveries/s.
-		body, release, berr := decodeBodyPooled(pd.enc, pd.stored)
-		prep := prepare
-		if berr != nil { // unreadable: as malformed as can be
-			prep = func(Delivery) (Batch, error) { return Batch{}, berr }
+		p, ok := prepared[d.Seq]
+		if !ok || p.attempts != d.Attempts {
+			out.More = true // prepared on the next call
+			break
 		}
-		d.Body = body
-		r, retryAt, err := s.drainOne(ctx, tx, l, now, d, prep, policy)
-		release()
-		r.Delivery.Body = nil
+		r, retryAt, err := s.drainOne(ctx, tx, l, now, d, p, policy)
 		if err != nil {
 			return nil, err
 		}
@@ -201,36 +185,25 @@ func (s *Store) takeAndGiveBack(ctx context.Context, tx *wtx, k Key, now time.Ti
 	return nil, nil
 }
 
-// pendingDelivery is a pending delivery as read, its body as stored (in a
-// pooled buffer: release).
+// pendingDelivery is a pending delivery as read, its body as stored.
 type pendingDelivery struct {
 	Delivery
 	enc    string
 	stored []byte
-	buf    *[]byte
 }
 
-// storedBufs recycles the stored bodies a drain reads: database/sql copies
-// a scanned []byte into fresh memory, a tenth of the server's allocations
-// at 1,000 deliveries/s.
-var storedBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-func (p *pendingDelivery) release() {
-	if p.buf != nil && cap(*p.buf) <= maxPooledBuf {
-		*p.buf = p.stored[:0]
-		storedBufs.Put(p.buf)
-	}
-	p.buf, p.stored = nil, nil
-}
-
-// pendingIn reads k's first pending deliveries, with their bodies, on the
-// writer: its page cache is warm, where a reader's starts cold after every
-// commit.
-func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]pendingDelivery, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT d.seq, d.delivery_id, d.event, d.action, coalesce(b.body, x''),
+// pendingIn reads k's first pending deliveries, with their bodies (as
+// stored) when withBody.
+func pendingIn(ctx context.Context, tx querier, k Key, limit int, withBody bool) ([]pendingDelivery, error) {
+	query := `SELECT d.seq, d.delivery_id, d.event, d.action, x'', '', d.received_at, d.attempts, d.next_try_at
+		FROM deliveries d WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`
+	if withBody {
+		query = `SELECT d.seq, d.delivery_id, d.event, d.action, coalesce(b.body, x''),
 			coalesce(b.encoding, ''), d.received_at, d.attempts, d.next_try_at
 		FROM deliveries d LEFT JOIN delivery_bodies b ON b.seq = d.seq
-		WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`, k.Tenant, k.Repo, limit)
+		WHERE d.state = 'pending' AND d.tenant = ? AND d.repo = ? ORDER BY d.seq LIMIT ?`
+	}
+	rows, err := tx.QueryContext(ctx, query, k.Tenant, k.Repo, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 	}
@@ -240,34 +213,25 @@ func pendingIn(ctx context.Context, tx *wtx, k Key, limit int) ([]pendingDeliver
 		p := pendingDelivery{Delivery: Delivery{Tenant: k.Tenant, Repo: k.Repo, State: DeliveryPending}}
 		d := &p.Delivery
 		var recv, next int64
-		var raw sql.RawBytes // valid until the next row: copied below
-		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &raw, &p.enc, &recv, &d.Attempts, &next); err != nil {
-			for _, o := range out {
-				o.release()
-			}
+		if err := rows.Scan(&d.Seq, &d.ID, &d.Event, &d.Action, &p.stored, &p.enc, &recv, &d.Attempts, &next); err != nil {
 			return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 		}
-		p.buf = storedBufs.Get().(*[]byte)
-		p.stored = append((*p.buf)[:0], raw...)
 		d.ReceivedAt, d.NextTryAt = time.UnixMilli(recv), time.UnixMilli(next)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		for _, o := range out {
-			o.release()
-		}
 		return nil, fmt.Errorf("%s: read pending deliveries: %w", k, err)
 	}
 	return out, nil
 }
 
-// drainOne prepares and applies d under a savepoint. A non-zero retryAt:
-// d stays pending in backoff until then, so nothing after it may be
-// applied now.
-func (s *Store) drainOne(ctx context.Context, tx *wtx, l *Lease, now time.Time, d Delivery, prepare Prepare, policy DrainPolicy) (r Drained, retryAt time.Time, err error) {
+// drainOne applies d, as p prepared it, under a savepoint. A non-zero
+// retryAt: d stays pending in backoff until then, so nothing after it may
+// be applied now.
+func (s *Store) drainOne(ctx context.Context, tx *wtx, l *Lease, now time.Time, d Delivery, p preparedDelivery, policy DrainPolicy) (r Drained, retryAt time.Time, err error) {
 	var none time.Time
 	r.Delivery = d
-	b, perr := prepare(d)
+	b, perr := p.batch, p.err
 	if perr != nil {
 		r.Err, r.Failed = perr, true
 		return r, none, s.recordAttempt(ctx, tx, d, perr, DeliveryFailed, now)

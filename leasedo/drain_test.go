@@ -304,94 +304,53 @@ func TestDrainDatabaseFullCountsNoAttempt(t *testing.T) {
 	}
 }
 
-// DrainMany serves several repositories in one transaction, each as Drain
-// would: its own arrival order and limit, a held lease answered for that
-// repository alone, and total caps what all of them apply (those left out
-// answer More and are untouched).
-func TestDrainManyServesSeveralRepositories(t *testing.T) {
+// Deliveries are prepared before the write transaction, which applies
+// them in the order they are pending then: one that changed state
+// meanwhile (applied or failed by someone else) is skipped, and an earlier
+// one put back to pending meanwhile (not prepared) stops the call, so
+// nothing is applied ahead of it. Prepare may write: it runs outside the
+// transaction.
+func TestDrainSkipsWhatChangedSincePrepared(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTB(t, Options{})
 	in := s.NewInbox(0)
 	defer in.Close()
-	a, b, c, d := key, Key{Tenant: "42", Repo: "octo/b"}, Key{Tenant: "42", Repo: "octo/c"}, Key{Tenant: "42", Repo: "octo/d"}
-	enqueueJoins(t, in, a, 1, 2, 3)
-	enqueueJoins(t, in, b, 4)
-	enqueueJoins(t, in, c, 5)
-	enqueueJoins(t, in, d, 6)
-	if _, err := s.Acquire(ctx, c, "cron"); err != nil {
-		t.Fatal(err)
+	enqueueJoins(t, in, key, 1, 2, 3)
+	setState := func(id, state string) {
+		t.Helper()
+		if err := s.db.write(ctx, func(tx *wtx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = ? WHERE delivery_id = ?`, state, id)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	commitsBefore := countRows(t, s, `SELECT count(*) FROM deliveries WHERE state = 'done'`)
-	reqs := []DrainRequest{
-		{Key: a, By: "worker", Limit: 2, Prepare: decodeEvent},
-		{Key: c, By: "worker", Limit: 16, Prepare: decodeEvent},
-		{Key: b, By: "worker", Limit: 16, Prepare: decodeEvent},
-		{Key: d, By: "worker", Limit: 16, Prepare: decodeEvent},
-	}
-	out, err := s.DrainMany(ctx, reqs, 3, DrainPolicy{})
-	if err != nil || len(out) != 4 {
-		t.Fatalf("DrainMany: %+v %v", out, err)
-	}
-	if o := out[0]; len(o.Done) != 2 || !o.More || o.Locked != nil {
-		t.Fatalf("a (limit 2 of 3): %+v", o)
-	}
-	if o := out[1]; o.Locked == nil || o.Locked.HeldBy != "cron" || len(o.Done) != 0 {
-		t.Fatalf("c (lease held): %+v", o)
-	}
-	if o := out[2]; len(o.Done) != 1 || o.Done[0].Err != nil { // More: the total was reached, so "may be"
-		t.Fatalf("b: %+v", o)
-	}
-	if o := out[3]; len(o.Done) != 0 || !o.More {
-		t.Fatalf("d (past the total of 3): %+v", o)
-	}
-	if got := queuedPRs(t, s, a) + "|" + queuedPRs(t, s, b) + "|" + queuedPRs(t, s, c) + "|" + queuedPRs(t, s, d); got != "1,2|4||" {
-		t.Fatalf("queues = %s", got)
-	}
-	if n := countRows(t, s, `SELECT count(*) FROM deliveries WHERE state = 'done'`) - commitsBefore; n != 3 {
-		t.Fatalf("%d deliveries done, want 3", n)
-	}
-	if n := countRows(t, s, `SELECT count(*) FROM leases`); n != 1 {
-		t.Fatalf("%d lease rows, want only the cron's", n)
-	}
-}
-
-// A webhook's commit waiting for the writer cuts a DrainMany short after
-// the repository it is in: the acknowledgement waits for one repository's
-// deliveries, not for all of them. The others answer More, untouched.
-func TestDrainManyYieldsToAWaitingCommit(t *testing.T) {
-	ctx := context.Background()
-	s, _ := openTB(t, Options{})
-	in := s.NewInbox(0)
-	defer in.Close()
-	b := Key{Tenant: "42", Repo: "octo/b"}
-	enqueueJoins(t, in, key, 1)
-	enqueueJoins(t, in, b, 2)
-
-	committed := make(chan error, 1)
 	prep := func(d Delivery) (Batch, error) {
-		// A webhook arrives while the drain holds the writer.
-		go func() {
-			committed <- s.db.writeFirst(ctx, func(tx *wtx) error { return nil })
-		}()
-		for !s.db.turns.firstWaiting() {
-			time.Sleep(time.Millisecond)
+		if d.ID == key.Repo+"-1" {
+			setState(key.Repo+"-2", DeliveryFailed) // failed meanwhile
 		}
 		return decodeEvent(d)
 	}
-	out, err := s.DrainMany(ctx, []DrainRequest{
-		{Key: key, By: "worker", Prepare: prep},
-		{Key: b, By: "worker", Prepare: decodeEvent},
-	}, 0, DrainPolicy{})
-	if err != nil {
-		t.Fatal(err)
+	res, err := s.Drain(ctx, key, "worker", 16, prep, DrainPolicy{})
+	if err != nil || len(res.Done) != 2 || res.Done[0].Delivery.ID != key.Repo+"-1" || res.Done[1].Delivery.ID != key.Repo+"-3" {
+		t.Fatalf("drain: %+v %v", res, err)
 	}
-	if len(out[0].Done) != 1 || len(out[1].Done) != 0 || !out[1].More {
-		t.Fatalf("outcomes: %+v", out)
+	if got := queuedPRs(t, s, key); got != "1,3" {
+		t.Fatalf("queue = %s, want 1,3 (2 skipped)", got)
 	}
-	if err := <-committed; err != nil {
-		t.Fatal(err)
+
+	// 2 goes back to pending while 4 is prepared: 4 must wait for it.
+	enqueueJoins(t, in, key, 4)
+	prep = func(d Delivery) (Batch, error) {
+		setState(key.Repo+"-2", DeliveryPending)
+		return decodeEvent(d)
 	}
-	if p, _ := s.Pending(ctx, b, 10); len(p) != 1 {
-		t.Fatalf("b's pending = %d, want 1 (left for the next call)", len(p))
+	res, err = s.Drain(ctx, key, "worker", 16, prep, DrainPolicy{})
+	if err != nil || len(res.Done) != 0 || !res.More {
+		t.Fatalf("drain with an earlier delivery back to pending: %+v %v", res, err)
+	}
+	res, err = s.Drain(ctx, key, "worker", 16, decodeEvent, DrainPolicy{})
+	if err != nil || len(res.Done) != 2 || queuedPRs(t, s, key) != "1,3,2,4" {
+		t.Fatalf("next drain: %+v %v, queue %s", res, err, queuedPRs(t, s, key))
 	}
 }

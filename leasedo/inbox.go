@@ -51,9 +51,7 @@ func (in *Inbox) Enqueue(ctx context.Context, d Delivery) (duplicate bool, err e
 	r := &enqueueReq{d: d, done: make(chan struct{})}
 	// Compressed here, on the caller's goroutine: callers run in
 	// parallel, the committer is one.
-	var release func()
-	r.enc, r.body, release = encodeBody(d.Body)
-	defer release() // after the commit, or when it was never handed over
+	r.enc, r.body = encodeBody(d.Body)
 	select {
 	case in.reqs <- r:
 	case <-in.quit:

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/forge"
 )
 
 // openTB is newStore for any testing.TB (benchmarks and fuzz targets too),
@@ -459,7 +461,7 @@ func TestApplyDeliveryOnce(t *testing.T) {
 	defer in.Close()
 	mustEnqueue(t, in, delivery("d1", key, ""))
 	seq := seqOf(t, s, "d1")
-	gate := Event{EventType: "check_run", Tenant: key.Tenant, Repo: key.Repo, Action: "completed", Op: OpRecheck, Details: &Details{Sha: "a", GateResult: GateSuccess}}
+	gate := Event{EventType: "check_run", Tenant: key.Tenant, Repo: key.Repo, Action: "completed", Op: OpRecheck, Details: &Details{Sha: "a", GateResult: forge.GateSuccess}}
 	b := Batch{Events: []Event{join(1, "a"), gate}, Track: []Key{key}}
 
 	for i, want := range []bool{true, false, false} {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/forge"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -258,7 +260,7 @@ func TestTransitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, _ := s.Items(ctx, key)
-	if len(q) != 2 || q[0].PRNumber != 2 || q[0].Status != StatusBounced || q[0].GateResult != GateFailure ||
+	if len(q) != 2 || q[0].PRNumber != 2 || q[0].Status != StatusBounced || q[0].GateResult != forge.GateFailure ||
 		q[1].PRNumber != 3 || q[1].Status != StatusBlocked {
 		t.Fatalf("queue = %+v", q)
 	}
@@ -361,18 +363,15 @@ func TestCapsHold(t *testing.T) {
 	if oe, _ := s.Events(ctx, other); len(oe) != EventCap {
 		t.Fatalf("other repo's events = %d", len(oe))
 	}
-	// Trims run every trimEvery inserts or so, for each repository even
-	// though both take turns at the row ids (a modulo of the id would
-	// starve one): the tables hold a few rows past the caps, never many,
-	// and readers never see them.
+	// Each insert trims its repository's rows to the cap: the tables hold
+	// no more than readers see.
 	for _, k := range []Key{key, other} {
-		ev := countRows(t, s, `SELECT count(*) FROM events WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo)
-		if ev < EventCap || ev > EventCap+5*trimEvery {
-			t.Errorf("%s: %d event rows kept, want %d to %d", k, ev, EventCap, EventCap+5*trimEvery)
+		if ev := countRows(t, s, `SELECT count(*) FROM events WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo); ev != EventCap {
+			t.Errorf("%s: %d event rows kept, want %d", k, ev, EventCap)
 		}
 	}
-	if au := countRows(t, s, `SELECT count(*) FROM audit WHERE tenant = ? AND repo = ?`, key.Tenant, key.Repo); au < AuditCap || au > AuditCap+5*trimEvery {
-		t.Errorf("%d audit rows kept, want %d to %d", au, AuditCap, AuditCap+5*trimEvery)
+	if au := countRows(t, s, `SELECT count(*) FROM audit WHERE tenant = ? AND repo = ?`, key.Tenant, key.Repo); au != AuditCap {
+		t.Errorf("%d audit rows kept, want %d", au, AuditCap)
 	}
 	if ans, err := s.Reconcile(ctx, key, "cron", nil); err != nil || ans.EventCount != EventCap {
 		t.Fatalf("reconcile eventCount = %d (%v), want %d", ans.EventCount, err, EventCap)
@@ -519,33 +518,6 @@ func TestConcurrentAcquire(t *testing.T) {
 	wg.Wait()
 	if won != 1 || locked != 31 || len(other) != 0 {
 		t.Fatalf("won=%d locked=%d errors=%v", won, locked, other)
-	}
-}
-
-type insertID int64
-
-func (id insertID) LastInsertId() (int64, error) { return int64(id), nil }
-func (insertID) RowsAffected() (int64, error)    { return 1, nil }
-
-// Repositories take turns at the shared row ids in strides (round-robin
-// deliveries): each must still be trimmed about every trimEvery of its
-// inserts, never go long without one.
-func TestTrimDueEveryRepositoryInAStride(t *testing.T) {
-	for _, stride := range []int64{1, 2, 16, 100, 1000} {
-		for r := int64(0); r < stride; r++ {
-			trims, gap, maxGap := 0, 0, 0
-			const n = 4000
-			for i := int64(0); i < n; i++ {
-				gap++
-				if trimDue(insertID(r + 1 + i*stride)) {
-					trims++
-					maxGap, gap = max(maxGap, gap), 0
-				}
-			}
-			if trims < n/trimEvery/2 || trims > n/trimEvery*2 || maxGap > 250 {
-				t.Fatalf("stride %d, repository %d: %d trims in %d inserts, longest gap %d", stride, r, trims, n, maxGap)
-			}
-		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/mergegate/mergegate/forge"
 )
 
 // Item is a queue entry with what the sync keeps beside the entry's
@@ -110,8 +112,7 @@ func (s *Store) Audit(ctx context.Context, k Key) ([]AuditEntry, error) {
 }
 
 // AuditTail returns the last n entries of k's audit log, oldest first: the
-// dashboard's overview shows a few per repository, and reading each
-// repository's whole log for them was a third of its render time.
+// dashboard's overview shows a few per repository, and reads no more.
 func (s *Store) AuditTail(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
 	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, action, pr_number, pr_sha, reason FROM
 		(SELECT id, ts, action, pr_number, pr_sha, reason FROM audit
@@ -159,7 +160,7 @@ func (s *Store) Wait(ctx context.Context, l *Lease, pr int, sha, status, reason 
 		if err != nil {
 			return fmt.Errorf("%s: wait #%d: %w", l.Key, pr, err)
 		}
-		passedNow := status == StatusGatePassed && gate.String != GateSuccess
+		passedNow := status == StatusGatePassed && gate.String != forge.GateSuccess
 		changed = cur != status || curReason != reason || passedNow
 		if !changed {
 			return nil
@@ -167,7 +168,7 @@ func (s *Store) Wait(ctx context.Context, l *Lease, pr int, sha, status, reason 
 		result, resultAt := gate, sql.NullInt64{}
 		switch {
 		case passedNow:
-			result, resultAt = sql.NullString{String: GateSuccess, Valid: true}, sql.NullInt64{Int64: now, Valid: true}
+			result, resultAt = sql.NullString{String: forge.GateSuccess, Valid: true}, sql.NullInt64{Int64: now, Valid: true}
 		case status == StatusEvaluating:
 			// Not passed (a check ran again and has not concluded).
 			result = sql.NullString{}
@@ -240,10 +241,10 @@ func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string
 			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ?,
-				gate_result = CASE WHEN ? THEN 'failure' ELSE gate_result END,
+				gate_result = CASE WHEN ? THEN ? ELSE gate_result END,
 				gate_result_at = CASE WHEN ? THEN ? ELSE gate_result_at END
 			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
-			StatusBounced, reason, gateFailed, gateFailed, now, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
+			StatusBounced, reason, gateFailed, forge.GateFailure, gateFailed, now, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
 			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
 		}
 		if gateFailed {

@@ -83,9 +83,9 @@ func (c *stmtCache) close() {
 //
 // In a write transaction (stmts set) statements run without the caller's
 // cancellation: the driver watches a cancellable context with a goroutine
-// per statement (a sixth of the writer's allocations), and a write
-// transaction is short and all-or-nothing anyway. Waiting for the writer
-// (the gate) still follows the caller's context.
+// per statement, an allocation for every statement of the writer's, and a
+// write transaction is short and all-or-nothing anyway. Waiting for the
+// writer's turn (writerTurns) still follows the caller's context.
 type wtx struct {
 	*sql.Tx
 	stmts *stmtCache // nil: plain (read transactions)

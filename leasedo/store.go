@@ -353,13 +353,9 @@ func insertEvent(ctx context.Context, tx *wtx, k Key, now int64, ev Event) error
 		}
 		details = string(b)
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, repo, ts, event_type, action, pr_number, details) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		k.Tenant, k.Repo, now, ev.EventType, ev.Action, ev.PRNumber, details)
-	if err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, repo, ts, event_type, action, pr_number, details) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.Tenant, k.Repo, now, ev.EventType, ev.Action, ev.PRNumber, details); err != nil {
 		return fmt.Errorf("%s: write event: %w", k, err)
-	}
-	if !trimDue(res) {
-		return nil
 	}
 	// Keep the last EventCap rows of this (tenant, repo).
 	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE tenant = ? AND repo = ? AND id <=
@@ -370,41 +366,12 @@ func insertEvent(ctx context.Context, tx *wtx, k Key, now int64, ev Event) error
 	return nil
 }
 
-// trimEvery is how often, on average, inserting into events or audit also
-// trims the repository's rows to the cap: a trim walks the cap's hundred
-// or two index entries back, too much to pay on every insert of a
-// delivery. Readers take the last EventCap / AuditCap rows, so the few
-// extra rows kept in between are never seen; each trim removes them all.
-const trimEvery = 16
-
-// trimDue picks the inserts that trim: one in trimEvery by a hash of the
-// row id. Row ids are shared by every repository, so the id itself would
-// not do: deliveries taken round-robin over 100 repositories give each
-// one ids in a stride, and three in four of them would never be trimmed.
-// Hashed, each repository is trimmed about every trimEvery of its inserts
-// (going 300 without one has odds under 1 in 200 million).
-func trimDue(res sql.Result) bool {
-	id, err := res.LastInsertId()
-	if err != nil {
-		return true
-	}
-	// splitmix64's finalizer: every bit of the id moves every bit of the result.
-	x := uint64(id) + 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	x ^= x >> 31
-	return x%trimEvery == 0
-}
-
 func insertAudit(ctx context.Context, tx *wtx, k Key, now int64, action string, pr int, sha, reason string) error {
-	res, err := tx.ExecContext(ctx, `INSERT INTO audit (tenant, repo, ts, action, pr_number, pr_sha, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		k.Tenant, k.Repo, now, action, pr, sha, reason)
-	if err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit (tenant, repo, ts, action, pr_number, pr_sha, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.Tenant, k.Repo, now, action, pr, sha, reason); err != nil {
 		return fmt.Errorf("%s: write audit: %w", k, err)
 	}
-	if !trimDue(res) {
-		return nil
-	}
+	// Keep the last AuditCap rows of this (tenant, repo).
 	if _, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE tenant = ? AND repo = ? AND id <=
 			(SELECT id FROM audit WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
 		k.Tenant, k.Repo, k.Tenant, k.Repo, AuditCap); err != nil {

@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/mergegate/mergegate/forge"
 )
 
 // Key names one (tenant, repo): one lease, queue, event log and audit log.
@@ -97,12 +99,6 @@ const (
 	OpCommand Op = "command"
 )
 
-// Gate results.
-const (
-	GateSuccess = "success"
-	GateFailure = "failure"
-)
-
 // Audit actions (docs/lease-protocol.md).
 const (
 	AuditJoin        = "join"
@@ -147,7 +143,7 @@ func (e Event) Key() Key { return Key{Tenant: e.Tenant, Repo: e.Repo} }
 
 // Details carries the fields the queue actions read. Sha is the head sha for
 // join/reevaluate and the sha a check or review event is about. GateResult
-// ("success", "failure" or empty) is kept in the event log and only ever
+// (forge.GateSuccess, forge.GateFailure or empty) is kept in the event log and only ever
 // starts a reading of the gate: mergegate merges on what it read from
 // GitHub itself, never on a result someone posted. Reason is free text kept
 // in the event log (why an event was ignored, why an entry left).
@@ -187,7 +183,7 @@ func (e Event) Validate() error {
 	case e.PRNumber < 0:
 		return &FieldError{Field: "prNumber", Msg: "must not be negative"}
 	}
-	if e.Details != nil && e.Details.GateResult != "" && e.Details.GateResult != GateSuccess && e.Details.GateResult != GateFailure {
+	if e.Details != nil && e.Details.GateResult != "" && e.Details.GateResult != forge.GateSuccess && e.Details.GateResult != forge.GateFailure {
 		return &FieldError{Field: "details.gateResult", Msg: `must be "success", "failure" or absent`}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -68,11 +69,7 @@ func (f *inFlight) peaks() (perOwner map[string]int, total int) {
 func (e *env) countInFlight() *inFlight {
 	e.t.Helper()
 	f := &inFlight{next: http.DefaultTransport, now: map[string]int{}, maxOwner: map[string]int{}}
-	fc, err := forge.New(forge.Config{BaseURL: e.gh.URL(), AppID: e.gh.AppID(), PrivateKey: e.gh.PrivateKeyPEM(),
-		Clock: e.clock.Now, Transport: f})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	fc := testkit.Forge(e.t, e.gh, forge.Config{Clock: e.clock.Now, Transport: f})
 	e.fc, e.cfg.Forge = fc, fc
 	e.newReconciler()
 	return f

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/internal/testkit"
 )
 
 // Before runs its function ahead of every pass, the start-up one included,
@@ -29,7 +31,7 @@ func TestCronBeforeRunsAheadOfEachPass(t *testing.T) {
 		order = append(order, "before")
 	})
 	c.Start()
-	eventually(t, "the start pass", func() bool { return c.Runs() == 1 })
+	testkit.Eventually(t, "the start pass", func() bool { return c.Runs() == 1 })
 	c.tick() // a scheduled pass
 	mu.Lock()
 	defer mu.Unlock()

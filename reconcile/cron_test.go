@@ -12,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -51,7 +52,7 @@ func TestCronStartRunsOnePass(t *testing.T) {
 	e.gh.AddPR(app, fakegithub.PR{Number: 1, Labels: []string{"automerge"}})
 	c := newCron(t, e, time.Hour)
 	c.Start()
-	eventually(t, "the start pass", func() bool { return c.Runs() == 1 })
+	testkit.Eventually(t, "the start pass", func() bool { return c.Runs() == 1 })
 	if c.LastSuccess().IsZero() || c.LastDuration() <= 0 {
 		t.Errorf("last success %v, duration %s", c.LastSuccess(), c.LastDuration())
 	}
@@ -74,7 +75,7 @@ func TestCronStopCancelsRunningPass(t *testing.T) {
 	e.gh.Fail(fakegithub.RouteListPulls, 1, fakegithub.FaultTimeout())
 	c := newCron(t, e, time.Hour)
 	c.Start()
-	eventually(t, "the listing to hang under the cron's lease", func() bool {
+	testkit.Eventually(t, "the listing to hang under the cron's lease", func() bool {
 		st, _ := e.store.Check(e.ctx, e.key(app))
 		return st.Locked && st.HeldBy == DefaultBy && e.gh.InFlight() == 1
 	})
@@ -159,7 +160,7 @@ func TestCronSkipsWhileRunning(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { c.job.Run(); close(done) }()
-	eventually(t, "the slow run", func() bool { return active.Load() == 1 })
+	testkit.Eventually(t, "the slow run", func() bool { return active.Load() == 1 })
 	c.job.Run() // due while the first is running: returns at once
 	c.job.Run()
 	close(release)

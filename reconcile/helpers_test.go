@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
 )
@@ -34,39 +34,18 @@ type env struct {
 	fc    *forge.Client
 	cfg   Config
 	r     *Reconciler
-	logs  *syncBuffer
+	logs  *testkit.SyncBuffer
 
 	mu      sync.Mutex
 	changed []leasedo.Key
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background(), logs: &syncBuffer{}}
+	e := &env{t: t, ctx: context.Background(), logs: &testkit.SyncBuffer{}}
 	e.clock = leasedo.NewManualClock(time.Now().UTC().Truncate(time.Second))
 	e.gh = fakegithub.NewWithOptions(t, fakegithub.Options{Clock: e.clock.Now})
-	fc, err := forge.New(forge.Config{BaseURL: e.gh.URL(), AppID: e.gh.AppID(), PrivateKey: e.gh.PrivateKeyPEM(), Clock: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fc := testkit.Forge(t, e.gh, forge.Config{Clock: e.clock.Now})
 	e.fc = fc
 	e.path = filepath.Join(t.TempDir(), "mergegate.db")
 	e.openDB()
@@ -92,11 +71,7 @@ func (e *env) onChange(k leasedo.Key) {
 
 func (e *env) openDB() {
 	e.t.Helper()
-	db, err := leasedo.Open(e.ctx, e.path, leasedo.Options{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { db.Close() })
+	db := testkit.OpenDB(e.t, e.path, leasedo.Options{})
 	e.db = db
 	e.store = leasedo.NewStore(db, leasedo.Config{TTL: 30 * time.Second, Dead: 90 * time.Second, Clock: e.clock})
 }
@@ -197,16 +172,4 @@ func fixes(ans leasedo.ReconcileAnswer) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// eventually polls cond for up to 5 s (tiny waits, for goroutines only).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }

@@ -234,12 +234,12 @@ func (s *Syncer) advance(ctx context.Context, l *leasedo.Lease, it leasedo.Item,
 		return false, 0, err
 	}
 	a := rules.Decide(f, s.policyOf(k, it.BaseRef))
-	if f.Gate.Result == forge.GateSuccess && it.GateResult != leasedo.GateSuccess {
+	if f.Gate.Result == forge.GateSuccess && it.GateResult != forge.GateSuccess {
 		s.prLog(k, it.PRNumber, it.PRSha).Info().Str("reason", f.Gate.Reason).Msg("gate passed")
 	}
 	switch a.Kind {
 	case rules.Merge, rules.UpdateBranch, rules.Block, rules.Bounce:
-		if f.Gate.Result == forge.GateSuccess && it.GateResult != leasedo.GateSuccess {
+		if f.Gate.Result == forge.GateSuccess && it.GateResult != forge.GateSuccess {
 			// The audit says the gate passed before what follows from it.
 			if _, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, ""); err != nil {
 				return false, 0, err

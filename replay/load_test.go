@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/internal/testkit"
 )
 
 func writeFile(t *testing.T, path, content string) string {
@@ -28,10 +29,7 @@ const goodDelivery = `{"event": "status", "delivery": "d-1", "headers": {}, "pay
 
 func TestReadRecordedNamesWhatIsWrong(t *testing.T) {
 	dir := t.TempDir()
-	fixture, err := os.ReadFile(filepath.Join("..", "testdata", "github-webhooks", "pull_request", "labeled.payload.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture := testkit.ReadTestdata(t, "github-webhooks", "pull_request", "labeled.payload.json")
 	for _, c := range []struct {
 		name, content, want string
 	}{

@@ -375,11 +375,7 @@ func postDelivery(h http.Handler, rec app.Recorded, body []byte) (int, webhookAn
 	for k, v := range rec.Headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Del("X-Hub-Signature")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(webhook.EventHeader, rec.Event)
-	req.Header.Set(webhook.DeliveryHeader, rec.Delivery)
-	req.Header.Set(webhook.SignatureHeader, webhook.Sign(replaySecret, body))
+	webhook.SignDelivery(req.Header, replaySecret, rec.Event, rec.Delivery, body)
 	rr := httptest.NewRecorder()
 	h.ServeHTTP(rr, req)
 	var a webhookAnswer

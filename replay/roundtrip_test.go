@@ -16,6 +16,7 @@ import (
 
 	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/webhook"
 )
@@ -62,13 +63,7 @@ func startLiveApp(t *testing.T, withGitHub bool) *liveApp {
 	l.app = a
 	// The cron's start-up pass runs first, as in app's test harness: a resync
 	// racing the first deliveries would make the state depend on timing.
-	deadline := time.Now().Add(15 * time.Second)
-	for a.Cron.Runs() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the start-up reconcile pass did not run")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "the start-up reconcile pass", func() bool { return a.Cron.Runs() >= 1 })
 	pub, _ := a.Addrs()
 	l.url = "http://" + pub + "/webhook"
 	t.Cleanup(func() { l.stop() })
@@ -85,10 +80,7 @@ func (l *liveApp) stop() {
 func (l *liveApp) send(rec app.Recorded, body []byte) (int, webhookAnswer) {
 	l.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(webhook.EventHeader, rec.Event)
-	req.Header.Set(webhook.DeliveryHeader, rec.Delivery)
-	req.Header.Set(webhook.SignatureHeader, webhook.Sign(roundTripSecret, body))
+	webhook.SignDelivery(req.Header, roundTripSecret, rec.Event, rec.Delivery, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		l.t.Fatal(err)
@@ -197,10 +189,7 @@ func TestRecordWritesAcceptedDeliveriesOnly(t *testing.T) {
 	pr := []byte(`{"action":"labeled","number":5,"pull_request":{"number":5,"state":"open","draft":false,"labels":[{"name":"automerge"}],"head":{"sha":"` + sha1A + `"},"base":{"ref":"main"},"body":"a < b && c > d"},"repository":{"full_name":"o/r"},"installation":{"id":7}}`)
 	post := func(event, id string, body []byte, secret string) int {
 		req, _ := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(webhook.EventHeader, event)
-		req.Header.Set(webhook.DeliveryHeader, id)
-		req.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, body))
+		webhook.SignDelivery(req.Header, secret, event, id, body)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

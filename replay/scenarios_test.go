@@ -13,6 +13,7 @@ import (
 
 	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -147,17 +148,7 @@ type gen struct {
 
 func (g *gen) fixture(name string) map[string]any {
 	g.t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "github-webhooks", name))
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		g.t.Fatal(err)
-	}
-	// An app.App's delivery: the examples from repository hooks lack it.
-	m["installation"] = map[string]any{"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
-	return m
+	return testkit.Payload(g.t, name)
 }
 
 // emit records a delivery, 7 s of payload time after the last one.

@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/rules"
 )
 
 const bouncedSHA = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
 
 // TestBounceMessage holds the exact sentence a bounced author reads for
-// each kind of bounce (issue 17 point 10), with the trigger label on and
+// each kind of bounce, with the trigger label on and
 // off, and checks each reads as one plain sentence.
 func TestBounceMessage(t *testing.T) {
 	const (
@@ -163,7 +162,9 @@ func sentenceProblems(msg string) []string {
 	return out
 }
 
-// TestSentenceProblems: the checks catch the mistakes issue 17 names.
+// TestSentenceProblems: the checks catch the mistakes a sentence put
+// together from parts makes: a doubled phrase or full stop, a second
+// sentence, a line break or an empty quote from GitHub.
 func TestSentenceProblems(t *testing.T) {
 	for _, bad := range []string{
 		`mergegate took this pull request out of the merge queue at a1a1a1a because GitHub refused the merge: GitHub refused to merge it ("x"). Once that is fixed, add the label again.`,
@@ -176,19 +177,6 @@ func TestSentenceProblems(t *testing.T) {
 	} {
 		if len(sentenceProblems(bad)) == 0 {
 			t.Errorf("no problem found in %q", bad)
-		}
-	}
-}
-
-func TestShort(t *testing.T) {
-	for sha, want := range map[string]string{
-		bouncedSHA: "a1a1a1a",
-		"a1a1a1a":  "a1a1a1a",
-		"abc":      "abc",
-		"":         "",
-	} {
-		if got := forge.ShortSHA(sha); got != want {
-			t.Errorf("Short(%q) = %q, want %q", sha, got, want)
 		}
 	}
 }

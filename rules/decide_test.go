@@ -205,7 +205,7 @@ func regateBase(base, reason string) rules.Action {
 	return rules.Action{Kind: rules.Regate, Base: base, Reason: reason}
 }
 
-// TestDecide states the queue's rules (issue 17), one row each: from what
+// TestDecide states the queue's rules (docs/queue.md), one row each: from what
 // GitHub says about a queue entry, exactly one next action. A row fails
 // when any field of the action changes.
 func TestDecide(t *testing.T) {

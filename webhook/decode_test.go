@@ -76,7 +76,7 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 	for _, s := range decodeEdgeCases {
 		checkDecodeMatchesEncodingJSON(t, []byte(s))
 	}
-	files, _ := filepath.Glob(filepath.Join("..", "testdata", "github-webhooks", "*", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(fixtureDir, "*", "*.json"))
 	if len(files) < 50 {
 		t.Fatalf("only %d payload examples found", len(files))
 	}

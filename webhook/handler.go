@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -104,7 +103,7 @@ type outcome struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body := body{buf: bodyBufs.Get().(*[]byte), budget: h.cfg.Budget}
+	body := body{budget: h.cfg.Budget}
 	defer body.done()
 	o := h.handle(w, r, &body)
 	h.log(o)
@@ -130,18 +129,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(answer)
 }
 
-// bodyBufs recycles request bodies: a delivery is 20-30 KB, and at 1,000
-// deliveries/s a fresh buffer each made the garbage collector run several
-// times a second (p99 ack latency 15-20 ms; 6-8 ms without collections).
-// The body is not kept past the handler: the inbox stores its own
-// (compressed) copy before Enqueue returns.
-var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledBody keeps larger buffers out of the pool: a pooled buffer is
-// reserved from the budget as soon as its request reads, so what a slow
-// client can make a request hold before sending anything stays small.
-const maxPooledBody = 64 << 10
-
 // Steps of a body's buffer: the first is sized from Content-Length (at
 // least minFirstStep, at most maxFirstStep, whatever was declared: a client
 // that declares 25 MiB and sends one byte holds maxFirstStep), then the
@@ -151,27 +138,26 @@ const (
 	maxFirstStep = 64 << 10
 )
 
-// body is one request's buffer and what it reserved from the budget; the
-// reservation always equals the buffer's capacity once reading started.
+// body is what one request reserved from the budget: the capacity of the
+// buffer its bytes are read into.
 type body struct {
-	buf      *[]byte
 	budget   *Budget
 	reserved int64
 	timeout  <-chan time.Time // the request's wait for room, made when it first waits
 }
 
-// done gives the reservation back and the buffer to the pool.
+// done gives the reservation back.
 func (b *body) done() {
 	b.budget.release(b.reserved)
 	b.reserved = 0
-	if cap(*b.buf) <= maxPooledBody {
-		*b.buf = (*b.buf)[:0]
-		bodyBufs.Put(b.buf)
-	}
 }
 
-// handle runs the checks in SPEC order and stores the delivery; body holds
-// the bytes read, which must not be kept after it returns.
+// handle checks a request and stores the delivery; body holds the bytes
+// read, which must not be kept after it returns. The checks run from the
+// cheapest to the one that needs the whole body, and the signature before
+// anything of the payload is read: method (405), content type (415), the
+// body's size and room for it (413, 503), the signature (401), then the
+// headers and the envelope (400). The answers are docs/queue.md's table.
 func (h *handler) handle(w http.ResponseWriter, r *http.Request, body *body) outcome {
 	o := outcome{d: leasedo.Delivery{
 		ID:    r.Header.Get(DeliveryHeader),
@@ -283,12 +269,7 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, b *body) ([]b
 		return nil, http.StatusRequestEntityTooLarge, tooLarge
 	}
 	src := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
-	buf := (*b.buf)[:0]
-	if c := int64(cap(buf)); c > 0 { // a pooled buffer: hold it as reserved
-		if !h.reserve(r, b, c) {
-			return nil, http.StatusServiceUnavailable, busyMessage
-		}
-	}
+	var buf []byte
 	for {
 		if len(buf) == cap(buf) {
 			next := nextCap(int64(cap(buf)), r.ContentLength, h.cfg.MaxBody)
@@ -304,12 +285,10 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, b *body) ([]b
 			b.budget.release(int64(cap(buf)))
 			b.reserved -= int64(cap(buf))
 			buf = grown
-			*b.buf = buf
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			*b.buf = buf
 			return buf, 0, ""
 		}
 		if err != nil {
@@ -417,9 +396,10 @@ func (h *handler) log(o outcome) {
 		ev = h.cfg.Logger.Info()
 	}
 	// A key whose value is unknown (a ping has no action, a refused
-	// delivery no repository) is left out rather than logged empty.
-	ev = ev.Str("delivery", clip(o.d.ID, MaxDeliveryID)).Str("event", o.d.Event)
-	for _, kv := range [...][2]string{{"action", o.d.Action}, {"tenant", o.d.Tenant}, {"repo", o.d.Repo}} {
+	// request perhaps not even a delivery id) is left out rather than
+	// logged empty.
+	for _, kv := range [...][2]string{{"delivery", clip(o.d.ID, MaxDeliveryID)}, {"event", o.d.Event},
+		{"action", o.d.Action}, {"tenant", o.d.Tenant}, {"repo", o.d.Repo}} {
 		if kv[1] != "" {
 			ev = ev.Str(kv[0], kv[1])
 		}

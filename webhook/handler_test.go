@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
 )
 
@@ -290,7 +289,6 @@ func TestNewHandlerNeedsInbox(t *testing.T) {
 }
 
 var _ Inbox = (*fakeInbox)(nil)
-var _ leasedo.Clock = fixedClock{}
 
 // TestLengthsGitHubNeverExceeds: a delivery id over 100 bytes, an owner
 // over 39 or a repository name over 100 characters is refused (400) and

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,11 +13,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
 // fixtureDir holds the octokit/webhooks examples (MIT, LICENSE beside them).
-const fixtureDir = "../testdata/github-webhooks"
+var fixtureDir = testkit.Testdata("github-webhooks")
 
 // testSecret is the secret every test delivery is signed with.
 const testSecret = "test-secret-do-not-use"
@@ -62,41 +62,13 @@ func (f *fakeInbox) get(id string) (leasedo.Delivery, bool) {
 	return d, ok
 }
 
-// fixedClock is a leasedo.Clock stopped at one instant.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
-// NewTimer is a timer of a clock that never moves: it fires only for d <= 0.
-func (c fixedClock) NewTimer(d time.Duration) leasedo.Timer {
-	return leasedo.NewManualClock(c.t).NewTimer(d)
-}
-
 var testNow = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// syncBuffer is a bytes.Buffer safe for a server goroutine and a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testHandler wires a handler to a fresh fake inbox and a captured log.
 type testHandler struct {
 	h      http.Handler
 	inbox  *fakeInbox
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	stored []leasedo.Delivery // OnStored calls
 	mu     sync.Mutex
 }
@@ -107,11 +79,11 @@ func newTestHandler(t testing.TB, mutate ...func(*HandlerConfig)) *testHandler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := &testHandler{inbox: newFakeInbox(), logs: &syncBuffer{}}
+	th := &testHandler{inbox: newFakeInbox(), logs: &testkit.SyncBuffer{}}
 	cfg := HandlerConfig{
 		Secrets: secrets,
 		Inbox:   th.inbox,
-		Clock:   fixedClock{testNow},
+		Clock:   leasedo.NewManualClock(testNow), // never moved
 		Logger:  zerolog.New(th.logs),
 		OnStored: func(d leasedo.Delivery) {
 			th.mu.Lock()
@@ -201,11 +173,7 @@ func errorOf(t testing.TB, w *httptest.ResponseRecorder) string {
 // readFixture reads one example payload as it stands (pretty-printed).
 func readFixture(t testing.TB, rel string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, filepath.FromSlash(rel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testkit.ReadTestdata(t, "github-webhooks", filepath.FromSlash(rel))
 }
 
 // editJSON decodes body into a generic map (numbers kept exact), applies

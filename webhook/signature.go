@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -77,6 +78,20 @@ func Sign(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return signaturePrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// SignDelivery sets on h what GitHub sends with a delivery: its event and
+// id, a JSON content type, and body's signature with secret. It drops the
+// legacy SHA-1 signature (X-Hub-Signature), which a recording may carry and
+// which would not match the new secret. Offline replay, the load generator
+// and the tests send deliveries through it, so that each is made the way
+// Handler reads one.
+func SignDelivery(h http.Header, secret, event, id string, body []byte) {
+	h.Set("Content-Type", "application/json")
+	h.Set(EventHeader, event)
+	h.Set(DeliveryHeader, id)
+	h.Del("X-Hub-Signature")
+	h.Set(SignatureHeader, Sign(secret, body))
 }
 
 // Verify checks header (the X-Hub-Signature-256 value) against body with

@@ -1,102 +1,27 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/internal/testkit"
 )
 
 // binPath is a mergegate binary, built once, for the tests that load one.
 var binPath string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mergegate-load-bin")
-	if err != nil {
-		panic(err)
-	}
-	binPath = filepath.Join(dir, "mergegate")
-	out, err := exec.Command("go", "build", "-o", binPath, "../mergegate").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build mergegate: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, "../mergegate", &binPath) }
 
 const e2eSecret = "load-test-secret"
 
-// server is a mergegate process serving on free loopback ports.
-type server struct{ pub, admin string }
-
 // startServer runs `mergegate serve` on db until the test ends.
-func startServer(t *testing.T, db string) server {
+func startServer(t *testing.T, db string) *testkit.Server {
 	t.Helper()
-	cmd := exec.Command(binPath, "serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--db", db, "--webhook-secret", e2eSecret)
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MERGEGATE_") && !strings.HasPrefix(kv, "GITHUB_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logMu sync.Mutex
-	var log bytes.Buffer
-	ready, done := make(chan server, 1), make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			logMu.Lock()
-			log.Write(sc.Bytes())
-			log.WriteByte('\n')
-			logMu.Unlock()
-			var line struct {
-				Message   string `json:"message"`
-				Addr      string `json:"addr"`
-				AdminAddr string `json:"admin_addr"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "mergegate listening" {
-				ready <- server{pub: "http://" + line.Addr, admin: "http://" + line.AdminAddr}
-			}
-		}
-		cmd.Wait() //nolint:errcheck
-	}()
-	logText := func() string { logMu.Lock(); defer logMu.Unlock(); return log.String() }
-	t.Cleanup(func() {
-		cmd.Process.Kill() //nolint:errcheck
-		<-done
-		if t.Failed() {
-			t.Logf("server log:\n%s", logText())
-		}
-	})
-	select {
-	case s := <-ready:
-		return s
-	case <-done:
-		t.Fatalf("mergegate exited before listening:\n%s", logText())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("mergegate did not start:\n%s", logText())
-	}
-	return server{}
+	return testkit.StartServer(t, binPath, "--db", db, "--webhook-secret", e2eSecret)
 }
 
 func TestLatencyHistogram(t *testing.T) {
@@ -192,7 +117,7 @@ func loadBinary(t *testing.T, args ...string) (rep report, out, errb *bytes.Buff
 	t.Helper()
 	s := startServer(t, t.TempDir()+"/load.db")
 	out, errb = new(bytes.Buffer), new(bytes.Buffer)
-	code := run(append([]string{"--url", s.pub + "/webhook", "--admin-url", s.admin, "--webhook-secret", e2eSecret,
+	code := run(append([]string{"--url", s.Pub + "/webhook", "--admin-url", s.Admin, "--webhook-secret", e2eSecret,
 		"--rate", "400/s", "--poll", "100ms", "--drain", "20s", "--json"}, args...), out, errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())

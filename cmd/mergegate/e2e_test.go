@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -11,125 +10,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/migrations"
 )
 
 // binPath is the mergegate binary built once for the end-to-end tests.
 var binPath string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mergegate-bin")
-	if err != nil {
-		panic(err)
-	}
-	binPath = filepath.Join(dir, "mergegate")
-	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build mergegate: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// server is a running mergegate process on free loopback ports.
-type server struct {
-	t          *testing.T
-	cmd        *exec.Cmd
-	pub, admin string
-	logMu      sync.Mutex
-	log        bytes.Buffer
-	done       chan struct{}
-}
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, ".", &binPath) }
 
 const e2eSecret = "e2e-secret"
 
-func startServer(t *testing.T, db string, extra ...string) *server {
+// startServer runs `mergegate serve` on db, with extra flags, until the
+// test ends.
+func startServer(t *testing.T, db string, extra ...string) *testkit.Server {
 	t.Helper()
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--db", db,
-		"--webhook-secret", e2eSecret}, extra...)
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = cleanEnv()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{t: t, cmd: cmd, done: make(chan struct{})}
-	ready := make(chan [2]string, 1)
-	go func() {
-		defer close(s.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			s.logMu.Lock()
-			s.log.Write(line)
-			s.log.WriteByte('\n')
-			s.logMu.Unlock()
-			var m struct{ Message, Addr, AdminAddr string }
-			var raw map[string]any
-			if json.Unmarshal(line, &raw) == nil && raw["message"] == "mergegate listening" {
-				m.Addr, _ = raw["addr"].(string)
-				m.AdminAddr, _ = raw["admin_addr"].(string)
-				ready <- [2]string{m.Addr, m.AdminAddr}
-			}
-		}
-		cmd.Wait() //nolint:errcheck
-	}()
-	select {
-	case a := <-ready:
-		s.pub, s.admin = "http://"+a[0], "http://"+a[1]
-	case <-s.done:
-		t.Fatalf("mergegate exited before listening:\n%s", s.logText())
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill() //nolint:errcheck
-		t.Fatalf("mergegate did not start:\n%s", s.logText())
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill() //nolint:errcheck
-		<-s.done
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logText())
-		}
-	})
-	return s
-}
-
-func (s *server) logText() string {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	return s.log.String()
-}
-
-// stop sends SIGTERM and waits for a clean exit.
-func (s *server) stop() int {
-	s.t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		s.t.Fatal("mergegate did not stop on SIGTERM")
-	}
-	return s.cmd.ProcessState.ExitCode()
-}
-
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MERGEGATE_") && !strings.HasPrefix(kv, "GITHUB_") {
-			env = append(env, kv)
-		}
-	}
-	return env
+	return testkit.StartServer(t, binPath, append([]string{"--db", db, "--webhook-secret", e2eSecret}, extra...)...)
 }
 
 type resp struct {
@@ -200,24 +99,24 @@ func TestBinaryAdminAPI(t *testing.T) {
 		{"GET", "/metrics", nil, 200, ""},
 	}
 	for i, st := range steps {
-		r := call(t, st.method, s.admin+st.path, "", st.body)
+		r := call(t, st.method, s.Admin+st.path, "", st.body)
 		// The engine takes the lease for a moment after a release (it
 		// drains the repository's inbox): a 409 then is the lease protocol's answer
 		// to a busy repository, and the caller tries again.
 		for try := 0; r.code == 409 && st.code != 409 && try < 100; try++ {
 			time.Sleep(10 * time.Millisecond)
-			r = call(t, st.method, s.admin+st.path, "", st.body)
+			r = call(t, st.method, s.Admin+st.path, "", st.body)
 		}
 		if r.code != st.code || !strings.Contains(r.raw, st.want) {
 			t.Fatalf("step %d %s %s: %d %s\nwant %d containing %q", i, st.method, st.path, r.code, r.raw, st.code, st.want)
 		}
 	}
-	if code := s.stop(); code != 0 {
+	if code := s.Stop(t); code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d", code)
 	}
 	// The database was closed cleanly and keeps the queue.
 	s2 := startServer(t, db)
-	r := call(t, "GET", s2.admin+"/queue?tenant=7&repo=octo/app", "", nil)
+	r := call(t, "GET", s2.Admin+"/queue?tenant=7&repo=octo/app", "", nil)
 	if q := r.body["queue"].([]any); len(q) != 1 {
 		t.Fatalf("queue after restart: %s", r.raw)
 	}
@@ -226,31 +125,31 @@ func TestBinaryAdminAPI(t *testing.T) {
 func TestBinaryAdminToken(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "m.db")
 	s := startServer(t, db, "--admin-token", "s3cret")
-	if r := call(t, "GET", s.admin+"/queue?tenant=1&repo=a/b", "", nil); r.code != 401 {
+	if r := call(t, "GET", s.Admin+"/queue?tenant=1&repo=a/b", "", nil); r.code != 401 {
 		t.Fatalf("no token: %d", r.code)
 	}
-	if r := call(t, "GET", s.admin+"/queue?tenant=1&repo=a/b", "wrong", nil); r.code != 401 {
+	if r := call(t, "GET", s.Admin+"/queue?tenant=1&repo=a/b", "wrong", nil); r.code != 401 {
 		t.Fatalf("wrong token: %d", r.code)
 	}
-	if r := call(t, "GET", s.admin+"/queue?tenant=1&repo=a/b", "s3cret", nil); r.code != 200 {
+	if r := call(t, "GET", s.Admin+"/queue?tenant=1&repo=a/b", "s3cret", nil); r.code != 200 {
 		t.Fatalf("right token: %d %s", r.code, r.raw)
 	}
 	// The dashboard takes the token as the basic-auth password.
-	req, _ := http.NewRequest("GET", s.admin+"/healthz", nil)
+	req, _ := http.NewRequest("GET", s.Admin+"/healthz", nil)
 	req.SetBasicAuth("admin", "s3cret")
 	r, err := http.DefaultClient.Do(req)
 	if err != nil || r.StatusCode != 200 {
 		t.Fatalf("basic auth: %v %v", r, err)
 	}
 	r.Body.Close()
-	if strings.Contains(s.logText(), "s3cret") {
+	if strings.Contains(s.Log(), "s3cret") {
 		t.Fatal("the admin token was logged")
 	}
 }
 
 func TestBinaryRefusesOpenAdminWithoutToken(t *testing.T) {
 	cmd := exec.Command(binPath, "serve", "--addr", "127.0.0.1:0", "--admin-addr", "0.0.0.0:0", "--db", filepath.Join(t.TempDir(), "m.db"))
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatal("serve started on a non-loopback admin address without a token")
@@ -263,7 +162,7 @@ func TestBinaryRefusesOpenAdminWithoutToken(t *testing.T) {
 func TestBinaryCommands(t *testing.T) {
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(binPath, args...)
-		cmd.Env = cleanEnv()
+		cmd.Env = testkit.CleanEnv()
 		out, _ := cmd.CombinedOutput()
 		return string(out), cmd.ProcessState.ExitCode()
 	}

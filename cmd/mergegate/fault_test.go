@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,11 +58,8 @@ func TestKill9AtRandomPointsLosesNothing(t *testing.T) {
 					}
 					i := next.Add(1) - 1
 					event, id, body := gen.Delivery(0, i)
-					req, _ := http.NewRequest(http.MethodPost, s.pub+"/webhook", bytes.NewReader(body))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set(webhook.EventHeader, event)
-					req.Header.Set(webhook.DeliveryHeader, id)
-					req.Header.Set(webhook.SignatureHeader, webhook.Sign(e2eSecret, body))
+					req, _ := http.NewRequest(http.MethodPost, s.Pub+"/webhook", bytes.NewReader(body))
+					webhook.SignDelivery(req.Header, e2eSecret, event, id, body)
 					res, err := client.Do(req)
 					if err != nil {
 						continue // killed: not acknowledged
@@ -79,8 +75,7 @@ func TestKill9AtRandomPointsLosesNothing(t *testing.T) {
 		}
 		// A random point: while the engine applies what came before.
 		time.Sleep(time.Duration(20+rand.IntN(300)) * time.Millisecond)
-		s.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck
-		<-s.done
+		s.Kill()
 		close(stop)
 		wg.Wait()
 		if got := integrity(t, db); got != "ok" {
@@ -105,7 +100,7 @@ func TestKill9AtRandomPointsLosesNothing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if code := s.stop(); code != 0 {
+	if code := s.Stop(t); code != 0 {
 		t.Fatalf("exit after SIGTERM = %d", code)
 	}
 	if dups := duplicates(t, db); dups != "" {

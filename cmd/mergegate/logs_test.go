@@ -17,14 +17,14 @@ func TestStartLineNamesVersionAndRecordFolder(t *testing.T) {
 	for _, extra := range [][]string{{"--record", rec}, nil} {
 		s := startServer(t, filepath.Join(t.TempDir(), "m.db"), extra...)
 		var start map[string]any
-		for _, line := range strings.Split(s.logText(), "\n") {
+		for _, line := range strings.Split(s.Log(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["message"] == "mergegate listening" {
 				start = m
 			}
 		}
 		if start == nil {
-			t.Fatalf("no start line:\n%s", s.logText())
+			t.Fatalf("no start line:\n%s", s.Log())
 		}
 		if start["version"] != version || start["commit"] == "" || start["commit"] == nil {
 			t.Errorf("start line %v: want version %q and a commit", start, version)
@@ -36,7 +36,7 @@ func TestStartLineNamesVersionAndRecordFolder(t *testing.T) {
 		if extra == nil && has {
 			t.Errorf("start line without --record has record = %q", got)
 		}
-		s.stop()
+		s.Stop(t)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mergegate/mergegate/internal/testkit"
 )
 
 // runReconcile runs `mergegate reconcile` and returns stdout, stderr and
@@ -15,7 +17,7 @@ import (
 func runReconcile(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binPath, append([]string{"reconcile"}, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.Run() //nolint:errcheck // the exit code says
@@ -40,11 +42,11 @@ func closedAddr(t *testing.T) string {
 func TestReconcileCommandReachesRunningServer(t *testing.T) {
 	const token = "reconcile-token-0123456789"
 	s := startServer(t, filepath.Join(t.TempDir(), "served.db"), "--admin-token", token, "--log-level", "debug")
-	if r := call(t, "POST", s.admin+"/event", token, map[string]any{"eventType": "pull_request", "tenant": "7", "repo": "octo/app",
+	if r := call(t, "POST", s.Admin+"/event", token, map[string]any{"eventType": "pull_request", "tenant": "7", "repo": "octo/app",
 		"action": "opened", "prNumber": 1, "details": map[string]any{"sha": "abc"}}); r.code != 200 {
 		t.Fatalf("event: %d %s", r.code, r.raw)
 	}
-	adminAddr := strings.TrimPrefix(s.admin, "http://")
+	adminAddr := strings.TrimPrefix(s.Admin, "http://")
 	other := filepath.Join(t.TempDir(), "not-opened.db")
 
 	out, errOut, code := runReconcile(t, "--admin-addr", adminAddr, "--admin-token", token, "--db", other, "--tenant", "7", "--repo", "octo/app")
@@ -57,8 +59,8 @@ func TestReconcileCommandReachesRunningServer(t *testing.T) {
 	if _, err := os.Stat(other); !os.IsNotExist(err) {
 		t.Fatalf("the command opened a database of its own beside the server: %v", err)
 	}
-	if !strings.Contains(s.logText(), `"reconcile pass"`) {
-		t.Fatalf("the server's log shows no pass:\n%s", s.logText())
+	if !strings.Contains(s.Log(), `"reconcile pass"`) {
+		t.Fatalf("the server's log shows no pass:\n%s", s.Log())
 	}
 
 	// A wrong or missing token: refused, and no fallback to the database.
@@ -69,12 +71,12 @@ func TestReconcileCommandReachesRunningServer(t *testing.T) {
 	if _, err := os.Stat(other); !os.IsNotExist(err) {
 		t.Fatal("a refused token fell back to the database")
 	}
-	if strings.Contains(s.logText(), token) {
+	if strings.Contains(s.Log(), token) {
 		t.Fatal("the admin token was logged")
 	}
 
 	// A lease held on the server: its 409, in the local command's words.
-	if r := call(t, "POST", s.admin+"/lease/acquire", token, map[string]string{"tenant": "7", "repo": "octo/app"}); r.code != 200 {
+	if r := call(t, "POST", s.Admin+"/lease/acquire", token, map[string]string{"tenant": "7", "repo": "octo/app"}); r.code != 200 {
 		t.Fatalf("acquire: %d %s", r.code, r.raw)
 	}
 	_, errOut, code = runReconcile(t, "--admin-addr", adminAddr, "--admin-token", token, "--db", other, "--tenant", "7", "--repo", "octo/app")

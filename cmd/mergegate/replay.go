@@ -153,12 +153,8 @@ func send(client *http.Client, url, secret string, rec app.Recorded) (int, strin
 	for k, v := range rec.Headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(webhook.EventHeader, rec.Event)
-	req.Header.Set(webhook.DeliveryHeader, rec.Delivery)
 	req.Header.Set("User-Agent", "mergegate-replay")
-	req.Header.Del("X-Hub-Signature")
-	req.Header.Set(webhook.SignatureHeader, webhook.Sign(secret, body))
+	webhook.SignDelivery(req.Header, secret, rec.Event, rec.Delivery, body)
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, "", err

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -209,7 +210,7 @@ func TestBinaryRecordReplayRoundTrip(t *testing.T) {
 	scenario := filepath.Join(scenarios, "pr-behind-base")
 	replay := func(args ...string) (string, string, int) {
 		cmd := exec.Command(binPath, append([]string{"replay"}, args...)...)
-		cmd.Env = cleanEnv()
+		cmd.Env = testkit.CleanEnv()
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()
@@ -219,12 +220,12 @@ func TestBinaryRecordReplayRoundTrip(t *testing.T) {
 		}
 		return out.String(), errb.String(), code
 	}
-	out, errs, code := replay("--url", s.pub+"/webhook", "--webhook-secret", e2eSecret, "--as-fast-as-possible", scenario)
+	out, errs, code := replay("--url", s.Pub+"/webhook", "--webhook-secret", e2eSecret, "--as-fast-as-possible", scenario)
 	if code != 0 || !strings.Contains(out, "5 sent, 0 refused, 0 skipped") {
 		t.Fatalf("online replay: exit %d\n%s%s", code, out, errs)
 	}
-	if s.stop() != 0 {
-		t.Fatalf("serve did not stop cleanly:\n%s", s.logText())
+	if s.Stop(t) != 0 {
+		t.Fatalf("serve did not stop cleanly:\n%s", s.Log())
 	}
 	out, errs, code = replay("--offline", "--strict", record, filepath.Join(scenario, "scenario.json"))
 	if code != 0 {
