@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Repository contents, collaborator permissions, comment reactions and
@@ -58,9 +59,16 @@ func base64Lines(content string) string {
 	return b.String()
 }
 
+// maxContentSize is the largest file the contents API returns with its
+// content under the default media type: 1 MB (docs.github.com, "Get
+// repository content": between 1 and 100 MB only the raw and object media
+// types are served).
+const maxContentSize = 1 << 20
+
 // getContent answers GET /repos/{owner}/{repo}/contents/{path} for a file
-// of the default branch (or ?ref= naming it): 200 with the base64 content,
-// 404 "Not Found" when there is no such file. Directories are listed with
+// of the default branch (or ?ref= naming it): 200 with the base64 content
+// (in lines of 60 characters), 404 "Not Found" when there is no such
+// file, 403 "too_large" for a file over 1 MB. Directories are listed with
 // the files directly under them.
 func (s *Server) getContent(w http.ResponseWriter, r *http.Request) {
 	rp := s.repoOf(w, r)
@@ -73,6 +81,16 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if content, ok := rp.files[path]; ok {
+		if len(content) > maxContentSize {
+			// The default media type serves files up to 1 MB; GitHub's
+			// answer for a larger one, as its users quote it.
+			writeJSON(w, http.StatusForbidden, obj{
+				"message":           "This API returns blobs up to 1 MB in size. The requested blob is too large to fetch via the API, but you can use the Git Data API to request blobs up to 100 MB in size.",
+				"errors":            []obj{{"resource": "Blob", "field": "data", "code": "too_large"}},
+				"documentation_url": "https://docs.github.com/rest/repos/contents#get-repository-content",
+			})
+			return
+		}
 		writeJSON(w, http.StatusOK, s.contentJSON(rp, path, content, true))
 		return
 	}
@@ -111,44 +129,78 @@ func (s *Server) contentJSON(rp *repo, path, content string, withContent bool) o
 // Roles a user can have on a repository, least access first.
 var roles = []string{"read", "triage", "write", "maintain", "admin"}
 
+// legacyPermission is the permission field of the collaborator permission
+// answer for each base role: GitHub keeps its old values, so maintain
+// reads as write and triage as read.
+var legacyPermission = map[string]string{"read": "read", "triage": "read", "write": "write", "maintain": "write", "admin": "admin"}
+
 // SetRole gives user a role on the repository: read, triage, write,
-// maintain or admin. Users without one read a public repository: they
-// have "read".
+// maintain or admin. Users without one read a public repository ("read")
+// and have no access to a private one ("none", SetPrivate).
 func (s *Server) SetRole(fullName, user, role string) {
-	if !slices.Contains(roles, role) {
-		s.fatalf("fakegithub: role %q: want one of %v", role, roles)
+	s.SetCustomRole(fullName, user, role, role)
+}
+
+// SetCustomRole gives user an organisation's custom repository role name,
+// which inherits the base role base (read, triage, write, maintain or
+// admin): GitHub answers role_name name and the permission of base.
+func (s *Server) SetCustomRole(fullName, user, name, base string) {
+	if !slices.Contains(roles, base) {
+		s.fatalf("fakegithub: role %q: want one of %v", base, roles)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rp := s.mustRepo(fullName)
 	if rp.roles == nil {
-		rp.roles = map[string]string{}
+		rp.roles = map[string]customRole{}
 	}
-	rp.roles[strings.ToLower(user)] = role
+	rp.roles[strings.ToLower(user)] = customRole{name: name, base: base}
 }
 
-// getPermission answers GET /repos/{owner}/{repo}/collaborators/{username}/permission:
-// permission is admin, write, read or none (maintain reads as write and
-// triage as read, as GitHub keeps the field's old values), role_name the
-// role itself.
+// customRole is a user's role on a repository: its name (a base role's
+// own, or a custom role's) and the base role it grants.
+type customRole struct{ name, base string }
+
+// SetPrivate makes the repository private (or public again): a user
+// without a role on it then has permission "none".
+func (s *Server) SetPrivate(fullName string, private bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mustRepo(fullName).private = private
+}
+
+// getPermission answers GET /repos/{owner}/{repo}/collaborators/{username}/permission
+// (docs.github.com, "Get repository permissions for a user"): permission
+// is one of the legacy base roles admin, write, read or none (maintain
+// reads as write and triage as read), role_name the role itself, a custom
+// role's name included; user is the collaborator with its permissions and
+// role_name. Anyone reads a public repository ("read"); a user without a
+// role on a private one has "none".
 func (s *Server) getPermission(w http.ResponseWriter, r *http.Request) {
 	rp := s.repoOf(w, r)
 	if rp == nil {
 		return
 	}
 	user := r.PathValue("username")
-	role := rp.roles[strings.ToLower(user)]
-	if role == "" {
-		role = "read"
+	role, ok := rp.roles[strings.ToLower(user)]
+	switch {
+	case ok:
+	case rp.private:
+		role = customRole{name: "none", base: "none"}
+	default:
+		role = customRole{name: "read", base: "read"}
 	}
-	perm := map[string]string{"read": "read", "triage": "read", "write": "write", "maintain": "write", "admin": "admin"}[role]
+	perm := legacyPermission[role.base]
+	if perm == "" {
+		perm = "none"
+	}
+	at := func(min string) bool { return slices.Index(roles, role.base) >= slices.Index(roles, min) }
 	u := s.userJSON(user)
 	u["permissions"] = obj{
-		"admin": role == "admin", "maintain": role == "admin" || role == "maintain",
-		"push": perm != "read", "triage": role != "read", "pull": true,
+		"admin": at("admin"), "maintain": at("maintain"), "push": at("write"), "triage": at("triage"), "pull": at("read"),
 	}
-	u["role_name"] = role
-	writeJSON(w, http.StatusOK, obj{"permission": perm, "role_name": role, "user": u})
+	u["role_name"] = role.name
+	writeJSON(w, http.StatusOK, obj{"permission": perm, "role_name": role.name, "user": u})
 }
 
 // AddComment records a comment by user on PR number (someone wrote it on
@@ -191,9 +243,11 @@ func (s *Server) Reactions() []Reaction {
 
 var reactionContents = []string{"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 
-// createReaction answers POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions:
-// 201 with the reaction, 200 when the App had already reacted so, 404 for
-// an unknown comment, 422 for an unknown content.
+// createReaction answers POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions
+// (docs.github.com, "Create reaction for an issue comment"): 201 "Reaction
+// created" with the reaction, 200 "Reaction exists" with the one already
+// there when the App had reacted so, 422 "Validation failed" for a content
+// not among the eight; 404 for an unknown comment.
 func (s *Server) createReaction(w http.ResponseWriter, r *http.Request) {
 	rp := s.repoOf(w, r)
 	if rp == nil {
@@ -214,18 +268,38 @@ func (s *Server) createReaction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
 		return
 	}
-	status := http.StatusCreated
-	for _, re := range s.rec.reactions {
-		if re.Repo == rp.fullName && re.CommentID == id && re.Content == body.Content {
-			status = http.StatusOK
+	// GitHub: 200 "Reaction exists" answers the reaction already there
+	// (its id and time), 201 "Reaction created" a new one.
+	key := reactionKey{id, body.Content}
+	status := http.StatusOK
+	re, ok := rp.reactions[key]
+	if !ok {
+		status = http.StatusCreated
+		re = reactionRec{id: s.newID(), at: s.now()}
+		if rp.reactions == nil {
+			rp.reactions = map[reactionKey]reactionRec{}
 		}
-	}
-	rid := s.newID()
-	if status == http.StatusCreated {
+		rp.reactions[key] = re
 		s.rec.reactions = append(s.rec.reactions, Reaction{Repo: rp.fullName, CommentID: id, Content: body.Content})
 	}
-	writeJSON(w, status, obj{"id": rid, "node_id": nodeID("REA", rid), "user": s.userJSON("mergegate[bot]"),
-		"content": body.Content, "created_at": ts(s.now())})
+	writeJSON(w, status, obj{"id": re.id, "node_id": nodeID("REA", re.id), "user": s.botJSON(),
+		"content": body.Content, "created_at": ts(re.at)})
+}
+
+// AppBotLogin is the login GitHub gives the App's installation (what it
+// writes as: comments, reactions).
+const AppBotLogin = "mergegate[bot]"
+
+// reactionKey is one reaction content on one comment (the App reacts as
+// one user, so a content is there once).
+type reactionKey struct {
+	comment int64
+	content string
+}
+
+type reactionRec struct {
+	id int64
+	at time.Time
 }
 
 // DeletedBranches returns the branches deleted through the API, in order,
@@ -236,16 +310,24 @@ func (s *Server) DeletedBranches() []string {
 	return slices.Clone(s.rec.deletedRefs)
 }
 
-// deleteRef answers DELETE /repos/{owner}/{repo}/git/refs/{ref}: 204 for
-// a branch that exists (a base branch, or the head branch of a pull
-// request in the repository itself), 422 "Reference does not exist"
-// otherwise.
+// deleteRef answers DELETE /repos/{owner}/{repo}/git/refs/{ref}
+// (docs.github.com, "Delete a reference": 204, 409, 422 "Validation
+// failed, an attempt was made to delete the default branch, or the
+// endpoint has been spammed"): 204 for a branch that exists (a base branch
+// other than the default one, or the head branch of a pull request in the
+// repository itself); 422 "Cannot delete the default branch" for the
+// default branch and 422 "Reference does not exist" for a ref that is not
+// there, the messages GitHub gives (as its users quote them).
 func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request) {
 	rp := s.repoOf(w, r)
 	if rp == nil {
 		return
 	}
 	branch, ok := strings.CutPrefix(r.PathValue("ref"), "heads/")
+	if ok && branch == rp.defaultBranch {
+		writeError(w, http.StatusUnprocessableEntity, "Cannot delete the default branch")
+		return
+	}
 	exists := false
 	if ok {
 		_, exists = rp.branches[branch]
@@ -297,7 +379,15 @@ func (s *Server) addLabels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.labelsJSON(rp, pr.Labels))
 }
 
-// listPullCommits answers GET /repos/{owner}/{repo}/pulls/{pull_number}/commits.
+// MaxPullCommits is the most commits GitHub lists for a pull request
+// (docs.github.com, "List commits on a pull request": "Lists a maximum of
+// 250 commits for a pull request").
+const MaxPullCommits = 250
+
+// listPullCommits answers GET /repos/{owner}/{repo}/pulls/{pull_number}/commits:
+// the first MaxPullCommits commits, oldest first, paginated; author is
+// the GitHub user of the commit's author (null when its e-mail is no
+// user's), commit.author the name and e-mail in the commit.
 func (s *Server) listPullCommits(w http.ResponseWriter, r *http.Request) {
 	rp, pr := s.prOf(w, r, "pull_number")
 	if pr == nil {
@@ -306,6 +396,9 @@ func (s *Server) listPullCommits(w http.ResponseWriter, r *http.Request) {
 	commits := pr.Commits
 	if len(commits) == 0 {
 		commits = []Commit{{SHA: pr.HeadSHA, Message: pr.Title, AuthorLogin: pr.Author, AuthorName: pr.Author, AuthorEmail: pr.Author + "@users.noreply.github.com"}}
+	}
+	if len(commits) > MaxPullCommits {
+		commits = commits[:MaxPullCommits]
 	}
 	out := []obj{}
 	for _, c := range paginate(w, r, commits) {

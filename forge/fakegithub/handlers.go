@@ -438,7 +438,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) {
 		"url":                s.apiURL("repos/%s/issues/comments/%d", rp.fullName, id),
 		"html_url":           fmt.Sprintf("%s%s/pull/%d#issuecomment-%d", htmlBase, rp.fullName, pr.Number, id),
 		"body":               body.Body,
-		"user":               s.userJSON("mergegate[bot]"),
+		"user":               s.botJSON(),
 		"created_at":         ts(now),
 		"updated_at":         ts(now),
 		"issue_url":          s.apiURL("repos/%s/issues/%d", rp.fullName, pr.Number),

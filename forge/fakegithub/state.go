@@ -95,9 +95,11 @@ type repo struct {
 	suites        []*checkSuite     // suites with no runs (AddCheckSuite)
 	suiteIDs      map[string]int64  // "sha app" -> suite id
 	suiteAt       map[int64]time.Time
-	files         map[string]string // path -> content, on the default branch
-	roles         map[string]string // login (lower case) -> role
-	comments      map[int64]int     // comment id -> PR number (AddComment)
+	files         map[string]string     // path -> content, on the default branch
+	roles         map[string]customRole // login (lower case) -> role
+	comments      map[int64]int         // comment id -> PR number (AddComment)
+	reactions     map[reactionKey]reactionRec
+	private       bool // SetPrivate
 }
 
 type checkRun struct {
