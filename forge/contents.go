@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -31,7 +32,8 @@ var ErrNotAFile = errors.New("not a file")
 // /repos/{owner}/{repo}/contents/{path}, base64 content). found is false
 // when GitHub answers 404: no such file, or no such repository the
 // installation can see (an organisation's .github repository the App is
-// not installed on). The request is conditional like every GET (the ETag
+// not installed on). A file over 1 MB is found, with an error: GitHub
+// answers it 403 "too_large" under the default media type. The request is conditional like every GET (the ETag
 // cache): an unchanged file costs no rate-limit point.
 func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f File, found bool, err error) {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.get-content", tenant, repo)
@@ -41,8 +43,14 @@ func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f Fil
 	fc, dir, _, err := in.gh.Repositories.GetContents(ctx, owner, name, path, nil)
 	if err != nil {
 		err = cl.classify(ctx, err, false)
-		if IsNotFound(err) {
+		var ae *APIError
+		switch {
+		case IsNotFound(err):
 			return File{}, false, nil
+		case errors.As(err, &ae) && ae.Status == http.StatusForbidden && strings.Contains(ae.Message, "too large"):
+			// Over 1 MB GitHub answers 403 (errors code too_large)
+			// rather than the content: the file is there.
+			return File{}, true, fmt.Errorf("%s: %s is more than 1 MB (at most %d bytes are read): %w", repo, path, MaxFileSize, err)
 		}
 		return File{}, false, err
 	}
@@ -70,6 +78,8 @@ type Permission struct {
 }
 
 // CanWrite: the user may push to the repository (write, maintain, admin).
+// It reads Permission, not Role: a custom role's name says nothing of the
+// base role it inherits, which Permission gives (maintain as write).
 func (p Permission) CanWrite() bool { return p.Permission == "admin" || p.Permission == "write" }
 
 // UserPermission reads user's permission on repo (GET
@@ -115,7 +125,9 @@ func (c *Client) React(ctx context.Context, tenant, repo string, commentID int64
 
 // DeleteBranch deletes branch of repo (DELETE
 // /repos/{owner}/{repo}/git/refs/heads/{branch}). A branch already gone
-// (GitHub answers 422 "Reference does not exist") is not an error.
+// (GitHub answers 422 "Reference does not exist") is not an error; the
+// repository's default branch (422 "Cannot delete the default branch")
+// is.
 func (c *Client) DeleteBranch(ctx context.Context, tenant, repo, branch string) error {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "git.delete-ref", tenant, repo)
 	if err != nil {

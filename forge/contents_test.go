@@ -73,6 +73,22 @@ func TestUserPermission(t *testing.T) {
 			t.Errorf("%s: CanWrite %v", c.role, p.CanWrite())
 		}
 	}
+	// A custom role is judged by the base role it inherits (permission),
+	// not by its name (role_name).
+	e.gh.SetCustomRole(repo, "u-custom-triage", "release-manager", "triage")
+	e.gh.SetCustomRole(repo, "u-custom-write", "deployer", "write")
+	for user, want := range map[string]bool{"u-custom-triage": false, "u-custom-write": true} {
+		if p, err := e.c.UserPermission(e.ctx, tenant, repo, user); err != nil || p.CanWrite() != want {
+			t.Errorf("%s: %+v %v, CanWrite want %v", user, p, err, want)
+		}
+	}
+	// Strangers read a public repository and have none of a private one.
+	for private, want := range map[bool]string{false: "read", true: "none"} {
+		e.gh.SetPrivate(repo, private)
+		if p, err := e.c.UserPermission(e.ctx, tenant, repo, "stranger"); err != nil || p.Permission != want || p.CanWrite() {
+			t.Errorf("private=%v: %+v %v, want %s", private, p, err, want)
+		}
+	}
 }
 
 func TestReactAndDeleteBranch(t *testing.T) {
@@ -99,6 +115,20 @@ func TestReactAndDeleteBranch(t *testing.T) {
 	}
 	if got := e.gh.DeletedBranches(); len(got) != 1 || got[0] != repo+":feature-7" {
 		t.Errorf("deleted = %v", got)
+	}
+	// GitHub refuses to delete the default branch (422): not "already gone".
+	if err := e.c.DeleteBranch(e.ctx, tenant, repo, "main"); err == nil {
+		t.Errorf("deleting the default branch succeeded")
+	}
+}
+
+// A file over 1 MB is there, but GitHub does not send it (403 too_large):
+// found, with an error.
+func TestRepoFileTooLarge(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.gh.SetFile(repo, ".github/mergegate.yml", strings.Repeat("#", 1<<20+10))
+	if _, found, err := e.c.RepoFile(e.ctx, tenant, repo, ".github/mergegate.yml"); err == nil || !found || !strings.Contains(err.Error(), "more than 1 MB") {
+		t.Errorf("found=%v err=%v", found, err)
 	}
 }
 
