@@ -254,24 +254,28 @@ func (g *gen) pr(action string, n int, sha string, labels ...string) {
 	g.emit("pull_request", m)
 }
 
-// comment records an issue_comment created on PR n by login (built on a
-// pull_request example's envelope: no issue_comment example is in the
-// fixtures).
+// comment records an issue_comment created on PR n by login, built on
+// GitHub's issue_comment example (a comment on an issue): the issue made
+// pull request n as GitHub marks one (issue.pull_request), the comment
+// and its author replaced.
 func (g *gen) comment(n int, id int64, login, body string) {
-	m := g.fixture("pull_request/labeled.payload.json")
+	m := g.fixture("issue_comment/created.with-installation.payload.json")
 	at := g.tick()
-	pr := field(m, "pull_request")
-	user := map[string]any{"login": login, "id": 1000 + len(login), "type": "User"}
-	m["action"] = "created"
-	m["issue"] = map[string]any{"number": n, "title": fmt.Sprintf("Change number %d", n), "state": "open", "user": pr["user"],
-		"pull_request": map[string]any{"url": fmt.Sprintf("https://api.github.com/repos/Codertocat/Hello-World/pulls/%d", n)},
-		"updated_at":   at}
-	m["comment"] = map[string]any{"id": id, "body": body, "user": user, "created_at": at, "updated_at": at,
-		"author_association": "CONTRIBUTOR"}
+	user := map[string]any{"login": login, "id": 1000 + len(login), "type": "User", "site_admin": false}
+	issue := field(m, "issue")
+	repo := "https://api.github.com/repos/Codertocat/Hello-World"
+	html := fmt.Sprintf("https://github.com/Codertocat/Hello-World/pull/%d", n)
+	issue["number"], issue["title"], issue["updated_at"] = n, fmt.Sprintf("Change number %d", n), at
+	issue["url"], issue["html_url"] = fmt.Sprintf("%s/issues/%d", repo, n), html
+	issue["pull_request"] = map[string]any{"url": fmt.Sprintf("%s/pulls/%d", repo, n), "html_url": html,
+		"diff_url": html + ".diff", "patch_url": html + ".patch", "merged_at": nil}
+	c := field(m, "comment")
+	c["id"], c["body"], c["user"], c["created_at"], c["updated_at"] = id, body, user, at, at
+	c["url"] = fmt.Sprintf("%s/issues/comments/%d", repo, id)
+	c["html_url"] = fmt.Sprintf("%s#issuecomment-%d", html, id)
+	c["issue_url"] = issue["url"]
+	c["author_association"] = "CONTRIBUTOR"
 	m["sender"] = user
-	delete(m, "pull_request")
-	delete(m, "label")
-	delete(m, "number")
 	g.emit("issue_comment", m)
 }
 
