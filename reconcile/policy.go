@@ -53,10 +53,12 @@ type orgRead struct {
 	at    time.Time
 }
 
-// GitHub answers 404 without an ETag, so a read of a file that is not
-// there always costs a rate-limit point: a repository without a file (and
-// an organisation without one) is asked again at most this often by the
-// cron; a push that adds the file marks it to be read at once.
+// A read of a file that is not there always costs a rate-limit point:
+// forge's ETag cache keeps only 200 answers, so a 404 is never asked
+// conditionally (and GitHub documents ETags for conditional requests, not
+// for 404s). A repository without a file (and an organisation without
+// one) is asked again at most this often by the cron; a push that adds
+// the file marks it to be read at once.
 const (
 	absentRecheck = time.Hour
 	// orgReuse: one cron pass reads an organisation's file once for all
