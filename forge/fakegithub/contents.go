@@ -346,8 +346,9 @@ func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request) {
 }
 
 // addLabels answers POST /repos/{owner}/{repo}/issues/{issue_number}/labels
-// ({"labels": [...]}, or the bare array of names go-github sends): 200
-// with every label of the issue.
+// (docs.github.com, "Add labels to an issue": {"labels": [...]} or a bare
+// array, of names or of {"name": ...} objects, or one name; go-github
+// sends the bare array of names): 200 with every label of the issue.
 func (s *Server) addLabels(w http.ResponseWriter, r *http.Request) {
 	rp, pr := s.prOf(w, r, "issue_number")
 	if pr == nil {
@@ -360,7 +361,7 @@ func (s *Server) addLabels(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Labels []string `json:"labels"`
 	}
-	if json.Unmarshal(raw, &body) != nil && json.Unmarshal(raw, &body.Labels) != nil {
+	if !labelNames(raw, &body.Labels) {
 		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
 		return
 	}
@@ -416,4 +417,35 @@ func (s *Server) listPullCommits(w http.ResponseWriter, r *http.Request) {
 		out = append(out, o)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// labelNames reads the label names of an add-labels body, in any of the
+// forms GitHub accepts.
+func labelNames(raw json.RawMessage, out *[]string) bool {
+	var obj struct {
+		Labels json.RawMessage `json:"labels"`
+	}
+	if json.Unmarshal(raw, &obj) == nil && obj.Labels != nil {
+		raw = obj.Labels
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		*out = []string{one}
+		return true
+	}
+	var names []string
+	if json.Unmarshal(raw, &names) == nil {
+		*out = names
+		return true
+	}
+	var named []struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(raw, &named) != nil {
+		return false
+	}
+	for _, n := range named {
+		*out = append(*out, n.Name)
+	}
+	return true
 }

@@ -136,3 +136,25 @@ func TestPullCommitsAtMost250(t *testing.T) {
 		t.Errorf("%d commits listed, want %d", n, fakegithub.MaxPullCommits)
 	}
 }
+
+// Add labels takes the label names in each form GitHub documents.
+func TestAddLabelsBodies(t *testing.T) {
+	s := fakegithub.New(t)
+	s.AddRepo(tenant, "octo/r", "main")
+	s.AddPR("octo/r", fakegithub.PR{Number: 1})
+	c := newClient(t, s)
+	for i, body := range []any{
+		map[string]any{"labels": []string{"a"}},
+		[]string{"b"},
+		map[string]any{"labels": []map[string]string{{"name": "c"}}},
+		[]map[string]string{{"name": "d"}},
+		"e",
+	} {
+		if st, _, v := c.do("POST", "repos/octo/r/issues/1/labels", "token "+c.token, body, nil); st != 200 || len(v.([]any)) != i+1 {
+			t.Errorf("%v: %d %v", body, st, v)
+		}
+	}
+	if st, _, _ := c.do("POST", "repos/octo/r/issues/1/labels", "token "+c.token, map[string]any{"labels": []string{}}, nil); st != 422 {
+		t.Errorf("no labels: %d, want 422", st)
+	}
+}
