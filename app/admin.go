@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/reconcile"
 	"github.com/mergegate/mergegate/webhook"
 )
 
@@ -36,6 +37,9 @@ type AdminConfig struct {
 	// Addr is the admin listener's address (--admin-addr): its host is,
 	// beside loopback names, the Host the API answers to.
 	Addr string
+	// Policies returns the repositories' policies (GET /queue, POST
+	// /freeze, POST /thaw); nil or returning nil: none.
+	Policies func() *reconcile.Policies
 }
 
 // maxAdminBody bounds an admin request body.
@@ -50,6 +54,9 @@ const maxAdminBody = 1 << 20
 // Sec-Fetch-Site and Origin: a web page cannot post to it); the admin
 // token, when set; and a wrong method on a route answers 405 with Allow.
 func NewAdminHandler(cfg AdminConfig) http.Handler {
+	if cfg.Policies == nil {
+		cfg.Policies = func() *reconcile.Policies { return nil }
+	}
 	a := &admin{cfg: cfg}
 	mux := http.NewServeMux()
 	route := func(method, path string, h http.HandlerFunc) {
@@ -63,6 +70,8 @@ func NewAdminHandler(cfg AdminConfig) http.Handler {
 	route(http.MethodPost, "/lease/release", a.release)
 	route(http.MethodGet, "/queue", a.queue)
 	route(http.MethodPost, "/deliveries/retry", a.retry)
+	route(http.MethodPost, "/freeze", a.freeze(true))
+	route(http.MethodPost, "/thaw", a.freeze(false))
 	route(http.MethodGet, "/healthz", healthz(cfg.Store))
 	if cfg.Metrics != nil {
 		route(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP)
@@ -267,6 +276,9 @@ type QueueView struct {
 	Audit      []leasedo.AuditEntry  `json:"audit"`
 	Lease      leasedo.LeaseState    `json:"lease"`
 	Deliveries DeliveryView          `json:"deliveries"`
+	// Policy is the repository's effective policy and where each value
+	// came from (absent without GitHub).
+	Policy *PolicyView `json:"policy,omitempty"`
 }
 
 // DeliveryView lists a repository's unapplied deliveries.
@@ -310,6 +322,7 @@ func (a *admin) queue(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	v.Policy = policyView(a.cfg.Policies(), k)
 	writeJSON(w, http.StatusOK, v)
 }
 

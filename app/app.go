@@ -131,6 +131,10 @@ type App struct {
 	publicLn, adminLn net.Listener
 	closeOnce         sync.Once
 
+	// policies are the repositories' own policies (wire builds them; the
+	// set-up flow's wire replaces them).
+	policies atomic.Pointer[reconcile.Policies]
+
 	// resyncs counts the resyncs of newly tracked repositories under way
 	// (see wire's OnTracked): work that Busy reports beside the engine's.
 	resyncs atomic.Int64
@@ -201,11 +205,21 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	case timeout < 0:
 		timeout = 0
 	}
+	defaults := rules.Policy{Triggers: opts, MergeMethod: cfg.MergeMethod, CheckTimeout: timeout}
+	// Each repository's own .github/mergegate.yml over the flags; known
+	// from the store at once, so that the webhook path (which may not call
+	// GitHub) decides each repository's joins under its own triggers.
+	policies := reconcile.NewPolicies(a.Store, fc, defaults, cfg.Clock, log)
+	if err := policies.Load(context.Background()); err != nil {
+		return nil, nil, nil, err
+	}
+	opts.For = policies.Options
+	a.policies.Store(policies)
 	var syncer *reconcile.Syncer
 	if fc != nil {
 		syncer = reconcile.NewSyncer(reconcile.SyncConfig{
 			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics,
-			Policy: rules.Policy{Triggers: opts, MergeMethod: cfg.MergeMethod, CheckTimeout: timeout},
+			Policy: defaults, Policies: policies,
 		})
 	}
 	var eng *Engine
@@ -304,6 +318,7 @@ func (a *App) adminHandler(eng *Engine, rec *reconcile.Reconciler) http.Handler 
 	return NewAdminHandler(AdminConfig{
 		Store: a.Store, Engine: eng, Reconciler: rec, Token: a.cfg.AdminToken,
 		Metrics: a.Metrics, Logger: a.log, Dashboard: a.dashboard(), Addr: a.cfg.AdminAddr,
+		Policies: a.policies.Load,
 	})
 }
 

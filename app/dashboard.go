@@ -13,6 +13,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/reconcile"
 )
 
 // DashboardConfig wires the dashboard.
@@ -23,6 +24,8 @@ type DashboardConfig struct {
 	// Status, when set, says whether GitHub is in use and how the cron is.
 	Status func() DashboardStatus
 	Logger zerolog.Logger
+	// Policies returns the repositories' policies; nil: none shown.
+	Policies func() *reconcile.Policies
 }
 
 // DashboardStatus is the state of the whole process the pages show.
@@ -109,6 +112,9 @@ type RepoView struct {
 	Failed    []DeliveryItemView `json:"failed,omitempty"`
 	Audit     []AuditView        `json:"audit"`
 	Events    []EventView        `json:"events,omitempty"`
+	// Policy is its effective policy: what is wrong with its file, its
+	// freezes, every key and where it came from.
+	Policy *PolicyView `json:"policy,omitempty"`
 
 	Link        string          `json:"-"`
 	GitHubURL   string          `json:"-"`
@@ -260,6 +266,9 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 	items, err := s.Items(ctx, k)
 	if err != nil {
 		return v, err
+	}
+	if d.cfg.Policies != nil {
+		v.Policy = policyView(d.cfg.Policies(), k)
 	}
 	// Each base branch has its own queue and head: the first entry that is
 	// neither bounced nor blocked (reconcile's sync has the same rule).

@@ -10,7 +10,7 @@ import (
 func (a *App) dashboard() http.Handler {
 	return NewDashboard(DashboardConfig{
 		Store: a.Store, Clock: a.cfg.Clock, GitHubURL: a.cfg.GitHubURL, Logger: a.log,
-		Status: a.dashboardStatus,
+		Status: a.dashboardStatus, Policies: a.policies.Load,
 	})
 }
 

@@ -14,6 +14,8 @@ type TriggerTimes struct {
 	// LabeledAt is the time of the latest "labeled" event for the label
 	// asked about (compared case-insensitively, as GitHub does).
 	LabeledAt time.Time
+	// LabeledBy is who added it then (the event's actor).
+	LabeledBy string
 	// AutoMergeAt is the time of the latest auto_merge_enabled event (or
 	// auto_squash_enabled / auto_rebase_enabled, GitHub's names for
 	// auto-merge with those methods).
@@ -42,8 +44,8 @@ func (c *Client) TriggerTimes(ctx context.Context, tenant, repo string, number i
 			at := ev.GetCreatedAt().Time
 			switch ev.GetEvent() {
 			case "labeled":
-				if label != "" && strings.EqualFold(ev.GetLabel().GetName(), label) && at.After(out.LabeledAt) {
-					out.LabeledAt = at
+				if label != "" && strings.EqualFold(ev.GetLabel().GetName(), label) && !at.Before(out.LabeledAt) {
+					out.LabeledAt, out.LabeledBy = at, ev.GetActor().GetLogin()
 				}
 			case "auto_merge_enabled", "auto_squash_enabled", "auto_rebase_enabled":
 				if at.After(out.AutoMergeAt) {

@@ -13,6 +13,8 @@ import (
 // PR is the part of a GitHub pull request mergegate uses.
 type PR struct {
 	Number  int
+	Title   string
+	Body    string
 	State   string // "open" or "closed"
 	Draft   bool
 	Merged  bool
@@ -146,6 +148,17 @@ func (c *Client) ListOpenPRs(ctx context.Context, tenant, repo string) ([]PR, er
 // timeout, when the merge may or may not have happened: re-read the PR
 // before retrying.
 func (c *Client) Merge(ctx context.Context, tenant, repo string, number int, sha, method string) (string, error) {
+	return c.MergeWith(ctx, tenant, repo, number, sha, method, CommitMessage{})
+}
+
+// CommitMessage is the merge commit's title and message (commit_title,
+// commit_message); empty fields leave GitHub's own.
+type CommitMessage struct {
+	Title, Message string
+}
+
+// MergeWith is Merge with the merge commit's title and message.
+func (c *Client) MergeWith(ctx context.Context, tenant, repo string, number int, sha, method string, msg CommitMessage) (string, error) {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "pulls.merge", tenant, repo)
 	if err != nil {
 		return "", err
@@ -160,7 +173,7 @@ func (c *Client) Merge(ctx context.Context, tenant, repo string, number int, sha
 	if err := CheckMergeMethod(method); err != nil {
 		return "", fmt.Errorf("forge: unknown merge method %q (%w)", method, err)
 	}
-	res, _, err := in.gh.PullRequests.Merge(ctx, owner, name, number, "", &github.PullRequestOptions{SHA: sha, MergeMethod: method})
+	res, _, err := in.gh.PullRequests.Merge(ctx, owner, name, number, msg.Message, &github.PullRequestOptions{SHA: sha, MergeMethod: method, CommitTitle: msg.Title})
 	if err != nil {
 		return "", cl.classify(ctx, err, true)
 	}
@@ -219,6 +232,8 @@ func (c *Client) RemoveLabel(ctx context.Context, tenant, repo string, number in
 func toPR(p *github.PullRequest) PR {
 	pr := PR{
 		Number:         p.GetNumber(),
+		Title:          p.GetTitle(),
+		Body:           p.GetBody(),
 		State:          p.GetState(),
 		Draft:          p.GetDraft(),
 		Merged:         p.GetMerged(),

@@ -23,17 +23,22 @@ type Item struct {
 	HeadAt int64 `json:"headAt,omitempty"`
 	// MergeMethod is the method its author chose with GitHub auto-merge.
 	MergeMethod string `json:"mergeMethod,omitempty"`
+	// Priority ranks it in its base's queue (higher first, then by
+	// queuedAt); PriorityName says it in words ("" for normal).
+	Priority     int    `json:"priority,omitempty"`
+	PriorityName string `json:"priorityName,omitempty"`
 }
 
-// Items returns the queue of k in order (queuedAt, then arrival).
+// Items returns the queue of k in order: priority (higher first), then
+// queuedAt, then arrival.
 func (s *Store) Items(ctx context.Context, k Key) ([]Item, error) {
 	return items(ctx, s.db.r, k)
 }
 
 func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 	rows, err := q.QueryContext(ctx, `SELECT pr_number, pr_sha, queued_at, status, reevaluated_at, gate_result, gate_result_at,
-			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at, merge_method
-		FROM queue WHERE tenant = ? AND repo = ? ORDER BY queued_at, id`, k.Tenant, k.Repo)
+			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at, merge_method, priority, priority_name
+		FROM queue WHERE tenant = ? AND repo = ? ORDER BY priority DESC, queued_at, id`, k.Tenant, k.Repo)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read queue: %w", k, err)
 	}
@@ -44,7 +49,7 @@ func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 		var reev, gateAt sql.NullInt64
 		var gate sql.NullString
 		if err := rows.Scan(&it.PRNumber, &it.PRSha, &it.QueuedAt, &it.Status, &reev, &gate, &gateAt,
-			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt, &it.MergeMethod); err != nil {
+			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt, &it.MergeMethod, &it.Priority, &it.PriorityName); err != nil {
 			return nil, fmt.Errorf("%s: read queue: %w", k, err)
 		}
 		if reev.Valid {

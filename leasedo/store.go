@@ -126,6 +126,12 @@ func (s *Store) apply(ctx context.Context, tx *wtx, ev Event) (Result, error) {
 		result, err = reevaluateEntry(ctx, tx, k, ev.PRNumber, d.Sha, d.Base, now, d.Reason)
 	case OpRecheck:
 		result, err = recheckEntry(ctx, tx, k, ev.PRNumber, d.Sha)
+	case OpLabels:
+		result, err = labelsEntry(ctx, tx, k, ev.PRNumber, d)
+	case OpPolicy:
+		result, err = ResultPolicyStale, markPolicyStale(ctx, tx, k)
+	case OpCommand:
+		result, err = ResultCommand, insertCommand(ctx, tx, k, ev.PRNumber, d, now)
 	case OpIgnore:
 		result = ResultIgnored
 	default:
@@ -160,6 +166,11 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
 	}
 	if live > 0 {
+		if d.Priority != nil {
+			if _, err := labelsEntry(ctx, tx, k, pr, d); err != nil {
+				return "", err
+			}
+		}
 		return ResultAlreadyQueued, nil
 	}
 	if bounced > 0 {
@@ -171,14 +182,39 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 	if d.QueuedAt > 0 {
 		queuedAt = d.QueuedAt
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref, head_at, merge_method)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base, now, d.MergeMethod); err != nil {
+	rank := 0
+	if d.Priority != nil {
+		rank = *d.Priority
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref, head_at, merge_method, priority, priority_name)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base, now, d.MergeMethod, rank, d.PriorityName); err != nil {
 		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
 	}
 	if err := insertAudit(ctx, tx, k, now, AuditJoin, pr, d.Sha, d.Reason); err != nil {
 		return "", err
 	}
 	return ResultJoined, nil
+}
+
+// labelsEntry takes a live entry's new priority (when given) and marks it
+// to be read again (a blocking label may have come or gone). A PR not
+// queued is ignored.
+func labelsEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details) (string, error) {
+	q := `UPDATE queue SET status = CASE WHEN status IN ('evaluating', 'gate_passed', 'blocked') THEN 'queued' ELSE status END`
+	args := []any{}
+	if d.Priority != nil {
+		q += `, priority = ?, priority_name = ?`
+		args = append(args, *d.Priority, d.PriorityName)
+	}
+	q += ` WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != 'bounced'`
+	res, err := tx.ExecContext(ctx, q, append(args, k.Tenant, k.Repo, pr)...)
+	if err != nil {
+		return "", fmt.Errorf("%s: labels of #%d: %w", k, pr, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ResultIgnored, nil
+	}
+	return ResultGateRecorded, nil
 }
 
 // leaveEntry takes pr out of the queue: a PR not in the queue leaves silently.

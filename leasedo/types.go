@@ -88,6 +88,15 @@ const (
 	OpReevaluate Op = "reevaluate" // a new head (details.sha) or base (details.base)
 	OpRecheck    Op = "recheck"    // GitHub reports something new about the head: read it again
 	OpIgnore     Op = "ignore"     // logged, no queue action
+	// OpLabels: a queued PR's labels changed and it stays eligible: take
+	// its priority (details.priority) and read it again (a blocking label).
+	OpLabels Op = "labels"
+	// OpPolicy: a push touched the repository's policy file: read it
+	// again at the next sync.
+	OpPolicy Op = "policy"
+	// OpCommand: a "@mergegate ..." command in a comment (details.command,
+	// arg, by, commentId): stored, carried out by the next sync.
+	OpCommand Op = "command"
 )
 
 // Audit actions (docs/lease-protocol.md).
@@ -112,6 +121,8 @@ const (
 	ResultReevaluated   = "reevaluated"
 	ResultGateRecorded  = "gate_recorded"
 	ResultIgnored       = "ignored"
+	ResultPolicyStale   = "policy_stale"
+	ResultCommand       = "command_stored"
 )
 
 // Event is the POST /event body (docs/lease-protocol.md).
@@ -148,6 +159,16 @@ type Details struct {
 	// MergeMethod, for a join, is the method the author chose when enabling
 	// GitHub auto-merge (merge, squash or rebase); "" otherwise.
 	MergeMethod string `json:"mergeMethod,omitempty"`
+	// Priority, when set, is the PR's rank by its labels (priority_labels)
+	// and PriorityName the label; a join of a PR already queued takes it.
+	Priority     *int   `json:"priority,omitempty"`
+	PriorityName string `json:"priorityName,omitempty"`
+	// Command, Arg, By and CommentID: a comment command (OpCommand), or,
+	// By alone, who added the trigger label (label_requires_write).
+	Command   string `json:"command,omitempty"`
+	Arg       string `json:"arg,omitempty"`
+	By        string `json:"by,omitempty"`
+	CommentID int64  `json:"commentId,omitempty"`
 }
 
 // Validate checks the fields POST /event requires and names the first one missing.

@@ -3,9 +3,12 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/policy"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // publishDepth is how many entries of each base's queue have a check run
@@ -56,20 +59,28 @@ func (s *Syncer) publish(ctx context.Context, l *leasedo.Lease) error {
 		}
 		byBase[it.BaseRef] = append(byBase[it.BaseRef], it)
 	}
+	eff := s.policies.Get(k)
 	for _, base := range bases {
 		live := byBase[base]
+		pol := s.policyOf(k, base)
 		for i, it := range live {
 			if i >= publishDepth {
 				break
 			}
-			title := checkTitle(i, live)
+			title := checkTitle(i, live, pol, eff.Problems)
 			if title == it.CheckTitle {
 				continue
 			}
 			summary := checkRunSummary
-			if it.Status == leasedo.StatusBlocked {
+			if it.Status == leasedo.StatusBlocked && !strings.HasPrefix(it.GateReason, rules.HeldPrefix) {
 				summary = "mergegate cannot merge this pull request until the repository's administrators change something: " +
 					it.GateReason + ". It keeps its place in the queue and is tried again every few minutes."
+			}
+			if pol.Frozen {
+				summary = "This queue is " + pol.FrozenReason() + ". mergegate keeps its place and reads its checks, but merges nothing until it is thawed.\n\n" + summary
+			}
+			if len(eff.Problems) > 0 {
+				summary += "\n\n" + problemsText(eff)
 			}
 			cr := forge.CheckRun{Status: "in_progress", Title: title, Summary: summary}
 			id := it.CheckRunID
@@ -90,11 +101,51 @@ func (s *Syncer) publish(ctx context.Context, l *leasedo.Lease) error {
 }
 
 // checkTitle says where live[i] stands in its base's queue and what it
-// waits for.
-func checkTitle(i int, live []leasedo.Item) string {
+// waits for: frozen first, its priority, and a policy file's problem.
+func checkTitle(i int, live []leasedo.Item, pol rules.Policy, problems policy.Problems) string {
+	t := placeTitle(i, live)
+	if p := live[i].PriorityName; p != "" {
+		t = strings.Replace(t, " for "+baseName(live[i])+":", " for "+baseName(live[i])+" (priority "+p+"):", 1)
+	}
+	if pol.Frozen && !strings.Contains(t, pol.FrozenReason()) {
+		t = pol.FrozenReason() + " · " + t
+	}
+	if len(problems) > 0 {
+		p := problems[0]
+		t += fmt.Sprintf(" · %s:%d has a problem", p.File[strings.Index(p.File, ":")+1:], p.Line)
+	}
+	return t
+}
+
+// problemsText is what a check run says of a bad policy file.
+func problemsText(e policy.Effective) string {
+	var b strings.Builder
+	b.WriteString("**The repository's policy file has problems**; mergegate runs the queue on ")
+	if e.File == "" {
+		b.WriteString("the defaults")
+	} else {
+		b.WriteString("the last good policy (" + e.File + " at " + forge.ShortSHA(e.SHA) + ")")
+	}
+	b.WriteString(" until it is fixed:\n")
+	for _, p := range e.Problems {
+		b.WriteString("\n- `" + p.String() + "`")
+	}
+	return b.String()
+}
+
+func baseName(it leasedo.Item) string {
+	if it.BaseRef == "" {
+		return "its base"
+	}
+	return it.BaseRef
+}
+
+func placeTitle(i int, live []leasedo.Item) string {
 	it := live[i]
 	waits := it.GateReason
 	switch {
+	case it.Status == leasedo.StatusBlocked && strings.HasPrefix(it.GateReason, rules.HeldPrefix):
+		waits = "waits, " + strings.TrimPrefix(it.GateReason, rules.HeldPrefix)
 	case it.Status == leasedo.StatusBlocked:
 		waits = "blocked until an administrator acts: " + it.GateReason
 	case it.Status == leasedo.StatusGatePassed && waits == "" && i == 0:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/policy"
 	"github.com/mergegate/mergegate/rules"
 )
 
@@ -42,6 +43,14 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 	}
 	if err := r.rateFloor(k.Tenant); err != nil {
 		return nil, fmt.Errorf("%s: %w", k, err)
+	}
+	// The policy first: it says which pull requests are eligible. An
+	// unchanged file is a 304.
+	if _, err := r.syncer.policies.Refresh(r.withRateFloor(ctx, k.Tenant), k, false); err != nil {
+		if _, limited := forge.IsRateLimited(err); limited || errors.Is(err, ErrRateLow) || ctx.Err() != nil {
+			return nil, err
+		}
+		r.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("resync: could not read the repository's policy file; the policy in force stays")
 	}
 	prs, err := r.forge.ListOpenPRs(r.withRateFloor(ctx, k.Tenant), k.Tenant, k.Repo)
 	if err != nil {
@@ -85,7 +94,12 @@ func (r *Reconciler) syncQueued(ctx context.Context, l *leasedo.Lease, items []l
 		pr, isOpen := open[it.PRNumber]
 		why := ""
 		if isOpen {
-			why = r.ineligibility(pr)
+			why = r.ineligibility(k, pr)
+			if why == "" {
+				if err := r.takePriority(ctx, l, it, pr); err != nil {
+					return fixes, queued, err
+				}
+			}
 		}
 		moved := isOpen && why == "" && pr.HeadSHA != it.PRSha
 		rebased := isOpen && why == "" && !moved && it.BaseRef != "" && pr.BaseRef != "" && pr.BaseRef != it.BaseRef
@@ -149,6 +163,9 @@ type missing struct {
 	pr     forge.PR
 	at     time.Time
 	source string // what the time is
+	// labeledBy added the trigger label, when the label is the trigger
+	// (checked under label_requires_write).
+	labeledBy string
 }
 
 // joinMissing joins the eligible open PRs that are not queued, in GitHub's
@@ -161,7 +178,7 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 	k := l.Key
 	var cands []forge.PR
 	for _, pr := range prs {
-		if !queued[pr.Number] && r.ineligibility(pr) == "" {
+		if !queued[pr.Number] && r.ineligibility(k, pr) == "" {
 			cands = append(cands, pr)
 		}
 	}
@@ -277,15 +294,22 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 	})
 	var fixes []leasedo.Fix
 	for _, m := range joins {
+		rank, name := policy.PriorityOf(r.syncer.policies.Get(k).Config.PriorityLabels, m.pr.Labels)
 		res, err := r.store.Join(ctx, l, m.pr.Number, leasedo.Details{Sha: m.pr.HeadSHA, Base: m.pr.BaseRef, QueuedAt: m.at.UnixMilli(),
-			MergeMethod: m.pr.AutoMergeMethod,
-			Reason:      "resync: eligible on GitHub but not queued (" + m.source + ")"})
+			MergeMethod: m.pr.AutoMergeMethod, Priority: &rank, PriorityName: name,
+			Reason: "resync: eligible on GitHub but not queued (" + m.source + ")"})
 		if err != nil {
 			return fixes, err
 		}
 		if res == leasedo.ResultJoined {
 			fixes = append(fixes, leasedo.Fix{Fix: FixJoined, PRNumber: m.pr.Number, PRSha: m.pr.HeadSHA,
 				Detail: m.source + " at " + m.at.UTC().Format(time.RFC3339)})
+			if opts := r.optionsOf(k); opts.LabelRequiresWrite && m.labeledBy != "" && !(opts.AutoMergeTrigger && m.pr.AutoMerge) {
+				// Who added the label is checked by the sync that follows.
+				if err := r.store.AddCommand(ctx, l, leasedo.Command{PRNumber: m.pr.Number, Author: m.labeledBy, Command: "label"}); err != nil {
+					return fixes, err
+				}
+			}
 		}
 	}
 	return fixes, stopErr
@@ -297,10 +321,12 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 // returned; other API errors fall back too, so one bad PR does not block
 // the rest.
 func (r *Reconciler) triggerTime(ctx context.Context, k leasedo.Key, pr forge.PR) (missing, error) {
-	label := r.opts.TriggerLabel != "" && rules.HasLabel(pr.Labels, r.opts.TriggerLabel)
-	auto := r.opts.AutoMergeTrigger && pr.AutoMerge
+	opts := r.optionsOf(k)
+	trigger := opts.TriggerOf(pr.Labels)
+	label := trigger != ""
+	auto := opts.AutoMergeTrigger && pr.AutoMerge
 	m := missing{pr: pr}
-	tt, err := r.forge.TriggerTimes(ctx, k.Tenant, k.Repo, pr.Number, r.opts.TriggerLabel)
+	tt, err := r.forge.TriggerTimes(ctx, k.Tenant, k.Repo, pr.Number, trigger)
 	if err != nil {
 		if _, ok := forge.IsRateLimited(err); ok || ctx.Err() != nil {
 			return m, err
@@ -309,7 +335,7 @@ func (r *Reconciler) triggerTime(ctx context.Context, k leasedo.Key, pr forge.PR
 			Msg("resync: reading issue events failed; ordering by creation time")
 	}
 	if label && !tt.LabeledAt.IsZero() {
-		m.at, m.source = tt.LabeledAt, fmt.Sprintf("label %q", r.opts.TriggerLabel)
+		m.at, m.source, m.labeledBy = tt.LabeledAt, fmt.Sprintf("label %q", trigger), tt.LabeledBy
 	}
 	if auto && !tt.AutoMergeAt.IsZero() && (m.at.IsZero() || tt.AutoMergeAt.Before(m.at)) {
 		m.at, m.source = tt.AutoMergeAt, "auto-merge"
@@ -347,7 +373,31 @@ func (r *Reconciler) recent(it leasedo.Item, now time.Time) bool {
 	return now.UnixMilli()-last < r.grace.Milliseconds()
 }
 
-// ineligibility applies the eligibility rule (docs/queue.md) to a PR as the API lists it.
-func (r *Reconciler) ineligibility(pr forge.PR) string {
-	return rules.Ineligibility(rules.Eligibility{State: pr.State, Draft: pr.Draft, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, r.opts)
+// ineligibility applies the eligibility rule (docs/queue.md) to a PR as
+// the API lists it, under k's policy.
+func (r *Reconciler) ineligibility(k leasedo.Key, pr forge.PR) string {
+	return rules.Ineligibility(rules.Eligibility{State: pr.State, Draft: pr.Draft, Base: pr.BaseRef, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, r.optionsOf(k))
+}
+
+// optionsOf are k's triggers: its policy file's over the flags.
+func (r *Reconciler) optionsOf(k leasedo.Key) rules.Options {
+	if r.syncer == nil || r.syncer.policies == nil {
+		return r.opts
+	}
+	return r.syncer.policies.Get(k).Options()
+}
+
+// takePriority gives a queued entry the priority its labels give now
+// (priority_labels); a priority set by a command is kept while the
+// labels give none.
+func (r *Reconciler) takePriority(ctx context.Context, l *leasedo.Lease, it leasedo.Item, pr forge.PR) error {
+	rank, name := policy.PriorityOf(r.syncer.policies.Get(l.Key).Config.PriorityLabels, pr.Labels)
+	if rank == it.Priority && name == it.PriorityName {
+		return nil
+	}
+	if name == "" && it.PriorityName != "" && (it.Priority >= policy.PriorityHigh || it.Priority <= policy.PriorityLow) {
+		return nil // set by @mergegate priority
+	}
+	_, err := r.store.SetPriority(ctx, l, it.PRNumber, rank, name)
+	return err
 }

@@ -50,6 +50,9 @@ type SyncConfig struct {
 	Logger zerolog.Logger
 	// Observer, when set, gets the sync's outcomes (metrics).
 	Observer Observer
+	// Policies are the repositories' own policies over Policy (default:
+	// NewPolicies on Store and Forge).
+	Policies *Policies
 }
 
 // Syncer runs the sync of one repository: the level-triggered pass that
@@ -64,10 +67,13 @@ type Syncer struct {
 	log   zerolog.Logger
 	clock leasedo.Clock
 
+	policies *Policies
+
 	mu      sync.Mutex
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
 	methods map[string]cached[forge.MergeMethods] // tenant:repo
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
+	perms   map[string]cached[forge.Permission]   // tenant:repo@user
 }
 
 type cached[T any] struct {
@@ -83,9 +89,13 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 	if cfg.Policy.MergeMethod == "" {
 		cfg.Policy.MergeMethod = forge.MethodMerge
 	}
+	if cfg.Policies == nil {
+		cfg.Policies = NewPolicies(cfg.Store, cfg.Forge, cfg.Policy, cfg.Clock, cfg.Logger)
+	}
 	return &Syncer{
-		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock,
+		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
+		perms: map[string]cached[forge.Permission]{},
 	}
 }
 
@@ -100,6 +110,22 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 	}
 	if paused, err := s.store.Suspended(ctx, k.Tenant); err != nil || paused {
 		return 0, err
+	}
+	marks, err := s.store.Marks(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.policies.Ensure(ctx, k, marks); err != nil {
+		if _, limited := forge.IsRateLimited(err); limited || ctx.Err() != nil {
+			return 0, err
+		}
+		// The policy in force (or the defaults) runs the queue meanwhile.
+		s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("could not read the repository's policy file; the policy in force stays")
+	}
+	if marks.Commands {
+		if err := s.runCommands(ctx, l); err != nil {
+			return 0, err
+		}
 	}
 	var retry time.Duration
 	handled := map[int]bool{} // waiting for a retry: not again in this sync
@@ -207,7 +233,7 @@ func (s *Syncer) advance(ctx context.Context, l *leasedo.Lease, it leasedo.Item,
 	if err != nil {
 		return false, 0, err
 	}
-	a := rules.Decide(f, s.cfg.Policy)
+	a := rules.Decide(f, s.policyOf(k, it.BaseRef))
 	if f.Gate.Result == forge.GateSuccess && it.GateResult != forge.GateSuccess {
 		s.prLog(k, it.PRNumber, it.PRSha).Info().Str("reason", f.Gate.Reason).Msg("gate passed")
 	}
@@ -252,6 +278,10 @@ func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head
 	}
 	if !head || f.Gate.Result != forge.GateSuccess {
 		return f, nil
+	}
+	if s.policyOf(k, it.BaseRef).NeedsPR() {
+		// Its labels, title or body decide or go into the merge.
+		return f, s.readPR(ctx, k, &f)
 	}
 	f.Methods = s.knownMethods(k)
 	return f, s.readReviews(ctx, k, &f)
@@ -335,7 +365,9 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 		if err != nil {
 			return false, 0, err
 		}
-		if changed {
+		if changed && a.Problem == "held" {
+			log.Info().Str("reason", strings.TrimPrefix(a.Reason, rules.HeldPrefix)).Msg("held back by the repository's policy; it keeps its place and the queue behind it goes on")
+		} else if changed {
 			// Once per change: each cron pass tries a blocked entry again.
 			log.Warn().Str("problem", a.Problem).Str("reason", a.Reason).Msg("blocked: the operator must act; nobody is bounced")
 			if s.cfg.Observer != nil {
@@ -377,10 +409,17 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a rules.Action, handled map[int]bool, depth int) (bool, time.Duration, error) {
 	k, it := l.Key, f.Entry
 	log := s.prLog(k, it.PRNumber, it.PRSha)
-	mergeSHA, err := s.gh.Merge(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha, a.Method)
+	pol := s.policyOf(k, it.BaseRef)
+	mergeSHA, err := s.gh.MergeWith(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha, a.Method, s.commitMessage(ctx, k, pol, f.PR))
 	if err == nil {
 		log.Info().Str("method", a.Method).Str("merge_sha", mergeSHA).Func(strIf("method_note", a.MethodNote)).Msg("merged")
-		return true, 0, s.merged(ctx, l, it, a)
+		if err := s.merged(ctx, l, it, a); err != nil {
+			return true, 0, err
+		}
+		if pol.DeleteBranch {
+			s.deleteBranch(ctx, k, f.PR)
+		}
+		return true, 0, nil
 	}
 	if forge.IsTransient(err) {
 		// The merge may have happened: read the PR before anything else.
@@ -442,7 +481,7 @@ func (s *Syncer) refused(ctx context.Context, l *leasedo.Lease, f rules.Facts, o
 		return false, 0, err
 	}
 	f.Now = s.clock.Now()
-	return s.carry(ctx, l, f, rules.Decide(f, s.cfg.Policy), handled, depth+1)
+	return s.carry(ctx, l, f, rules.Decide(f, s.policyOf(k, it.BaseRef)), handled, depth+1)
 }
 
 // bounce takes the entry out of the queue and tells its author why, in one
@@ -453,7 +492,11 @@ func (s *Syncer) refused(ctx context.Context, l *leasedo.Lease, f rules.Facts, o
 func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
 	k := l.Key
 	log := s.prLog(k, it.PRNumber, it.PRSha)
-	label := s.cfg.Policy.Triggers.TriggerLabel
+	labels := s.policyOf(k, it.BaseRef).Triggers.Labels()
+	label := ""
+	if len(labels) > 0 {
+		label = labels[0]
+	}
 	msg := rules.BounceMessage(a.Bounced, it.PRSha, label)
 	log.Info().Str("problem", a.Problem).Str("reason", a.Bounced.Because()).Msg("bounced")
 	if err := s.store.Bounce(ctx, l, it.PRNumber, it.PRSha, a.Bounced.Because(), a.Bounced.Kind == rules.BounceGateFailure,
@@ -466,9 +509,9 @@ func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, 
 	if err := s.gh.Comment(ctx, k.Tenant, k.Repo, it.PRNumber, msg); err != nil {
 		log.Error().Err(err).Msg("could not comment on the bounce")
 	}
-	if label != "" {
+	for _, label := range labels { // whichever it carries; one it lacks is a 404, not an error
 		if err := s.gh.RemoveLabel(ctx, k.Tenant, k.Repo, it.PRNumber, label); err != nil {
-			log.Error().Err(err).Msg("could not remove the trigger label")
+			log.Error().Err(err).Str("label", label).Msg("could not remove the trigger label")
 		}
 	}
 	return nil

@@ -40,6 +40,11 @@ const GoldenSuffix = ".golden"
 type Scenario struct {
 	Required map[string]ScenarioRequired `json:"required,omitempty"`
 	Behind   []int                       `json:"behind,omitempty"`
+	// Files are files on every repository's default branch (by path),
+	// e.g. ".github/mergegate.yml"; Roles, users' roles on every
+	// repository (read, triage, write, maintain, admin; others read).
+	Files map[string]string `json:"files,omitempty"`
+	Roles map[string]string `json:"roles,omitempty"`
 }
 
 // ScenarioRequired is one branch's required checks.
@@ -199,7 +204,7 @@ func ReadScenario(path string) (Scenario, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sc); err != nil {
-		return sc, &BadInputError{File: path, Why: "not a scenario (" + `{"required": {"BRANCH": {"contexts": [...], "strict": true}}, "behind": [PR numbers]}` + "): " + err.Error()}
+		return sc, &BadInputError{File: path, Why: "not a scenario (" + `{"required": {"BRANCH": {"contexts": [...], "strict": true}}, "behind": [PR numbers], "files": {"PATH": "CONTENT"}, "roles": {"LOGIN": "write"}}` + "): " + err.Error()}
 	}
 	for _, n := range sc.Behind {
 		if n <= 0 {

@@ -78,6 +78,14 @@ type RepoState struct {
 	BranchUpdates []BranchUpdate        `json:"branchUpdates"`
 	Comments      []Comment             `json:"comments"`
 	LabelsRemoved []LabelRemoval        `json:"labelsRemoved"`
+	// Reactions are mergegate's answers to comment commands.
+	Reactions []Reaction `json:"reactions,omitempty"`
+}
+
+// Reaction is a reaction mergegate added to a comment.
+type Reaction struct {
+	CommentID int64  `json:"commentId"`
+	Content   string `json:"content"`
 }
 
 // Merge is a merge mergegate made: the PR, the head sha it merged
@@ -435,6 +443,11 @@ func repoState(ctx context.Context, store *leasedo.Store, gh *fakegithub.Server,
 	for _, l := range gh.LabelsRemoved() {
 		if l.Repo == k.Repo {
 			rs.LabelsRemoved = append(rs.LabelsRemoved, LabelRemoval{PRNumber: l.PRNumber, Label: l.Label})
+		}
+	}
+	for _, r := range gh.Reactions() {
+		if r.Repo == k.Repo {
+			rs.Reactions = append(rs.Reactions, Reaction{CommentID: r.CommentID, Content: r.Content})
 		}
 	}
 	return rs, nil

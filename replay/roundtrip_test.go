@@ -171,7 +171,7 @@ func TestReplayRoundTrip(t *testing.T) {
 			}
 
 			paths := []string{l.record}
-			if in.Scenario.Required != nil || in.Scenario.Behind != nil {
+			if in.Scenario.Required != nil || in.Scenario.Behind != nil || in.Scenario.Files != nil || in.Scenario.Roles != nil {
 				paths = append(paths, filepath.Join(dir, ScenarioFile))
 			}
 			if got := replayDir(t, paths...); !bytes.Equal(got, want) {

@@ -120,6 +120,19 @@ func scenarioSpecs() []scenarioSpec {
 				g.pr("auto_merge_enabled", 1, sha1A)
 				g.checkSuite(sha1A, "success", 1)
 			}},
+		{name: "policy-file-and-command", about: "The repository's `.github/mergegate.yml` (scenario.json's files) squashes, ranks `urgent` first and holds `do-not-merge`. PR #2 (urgent) goes before #1; alice (write) comments `@mergegate priority high` on #1, which moves it first (👍); mallory (read) tries `@mergegate cancel` on #2 and is told why not. Both merge squashed, #1 first.",
+			scenario: &Scenario{
+				Files: map[string]string{".github/mergegate.yml": "merge_method: squash\nblocking_labels: [do-not-merge]\npriority_labels: [urgent]\n"},
+				Roles: map[string]string{"alice": "write"},
+			},
+			build: func(g *gen) {
+				g.pr("labeled", 1, sha1A, "automerge")
+				g.pr("labeled", 2, sha2A, "automerge", "urgent")
+				g.comment(1, 9001, "alice", "Ship this before the release.\n@mergegate priority high")
+				g.comment(2, 9002, "mallory", "@mergegate cancel")
+				g.checkRun("completed", sha2A, "ci/build", "completed", "success", 2)
+				g.checkRun("completed", sha1A, "ci/build", "completed", "success", 1)
+			}},
 	}
 }
 
@@ -239,6 +252,31 @@ func (g *gen) pr(action string, n int, sha string, labels ...string) {
 			"commit_title": pr["title"], "commit_message": ""}
 	}
 	g.emit("pull_request", m)
+}
+
+// comment records an issue_comment created on PR n by login, built on
+// GitHub's issue_comment example (a comment on an issue): the issue made
+// pull request n as GitHub marks one (issue.pull_request), the comment
+// and its author replaced.
+func (g *gen) comment(n int, id int64, login, body string) {
+	m := g.fixture("issue_comment/created.with-installation.payload.json")
+	at := g.tick()
+	user := map[string]any{"login": login, "id": 1000 + len(login), "type": "User", "site_admin": false}
+	issue := field(m, "issue")
+	repo := "https://api.github.com/repos/Codertocat/Hello-World"
+	html := fmt.Sprintf("https://github.com/Codertocat/Hello-World/pull/%d", n)
+	issue["number"], issue["title"], issue["updated_at"] = n, fmt.Sprintf("Change number %d", n), at
+	issue["url"], issue["html_url"] = fmt.Sprintf("%s/issues/%d", repo, n), html
+	issue["pull_request"] = map[string]any{"url": fmt.Sprintf("%s/pulls/%d", repo, n), "html_url": html,
+		"diff_url": html + ".diff", "patch_url": html + ".patch", "merged_at": nil}
+	c := field(m, "comment")
+	c["id"], c["body"], c["user"], c["created_at"], c["updated_at"] = id, body, user, at, at
+	c["url"] = fmt.Sprintf("%s/issues/comments/%d", repo, id)
+	c["html_url"] = fmt.Sprintf("%s#issuecomment-%d", html, id)
+	c["issue_url"] = issue["url"]
+	c["author_association"] = "CONTRIBUTOR"
+	m["sender"] = user
+	g.emit("issue_comment", m)
 }
 
 // prMerged records the closed delivery GitHub sends after a merge.

@@ -86,6 +86,18 @@ type (
 		Ref     string `json:"ref"`
 		After   string `json:"after"`
 		Deleted bool   `json:"deleted"`
+		// issue_comment
+		Issue *struct {
+			Number      int             `json:"number"`
+			PullRequest json.RawMessage `json:"pull_request"`
+		} `json:"issue"`
+		Comment *struct {
+			ID   int64  `json:"id"`
+			Body string `json:"body"`
+			User *struct {
+				Login string `json:"login"`
+			} `json:"user"`
+		} `json:"comment"`
 		// installation, installation_repositories
 		Repositories      []wRepo `json:"repositories"`
 		RepositoriesAdded []wRepo `json:"repositories_added"`
@@ -159,6 +171,13 @@ func (w *world) apply(tenant string, rec app.Recorded, hookAppID int64) (err err
 				w.gh.SetBehind(repo, n, true)
 			}
 		}
+	case "issue_comment":
+		// The comment exists on GitHub (mergegate reacts to it).
+		if c, is := p.Comment, p.Issue; c != nil && is != nil && c.User != nil && repo != "" && len(is.PullRequest) > 0 && string(is.PullRequest) != "null" {
+			if _, ok := w.gh.PR(repo, is.Number); ok {
+				w.gh.AddCommentID(repo, is.Number, c.ID, c.User.Login, c.Body)
+			}
+		}
 	case "installation", "installation_repositories":
 		w.gh.AddInstallation(tenant)
 		for _, r := range append(slices.Clone(p.Repositories), p.RepositoriesAdded...) {
@@ -205,6 +224,12 @@ func (w *world) ensureRepo(tenant, fullName, defaultBranch string) {
 	for _, b := range branches {
 		rq := w.scenario.Required[b]
 		w.gh.SetRequired(fullName, b, rq.Contexts, rq.Strict)
+	}
+	for path, content := range w.scenario.Files {
+		w.gh.SetFile(fullName, path, content)
+	}
+	for user, role := range w.scenario.Roles {
+		w.gh.SetRole(fullName, user, role)
 	}
 }
 

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -18,6 +19,102 @@ type Policy struct {
 	// CheckTimeout bounces a head whose required checks have not all
 	// concluded this long after it joined or was pushed (0: never).
 	CheckTimeout time.Duration
+	// MethodFrom names where MergeMethod was set, in notes ("" reads
+	// --merge-method).
+	MethodFrom string
+	// BlockingLabels: a pull request carrying one of them waits, keeping
+	// its place, until the label is removed (e.g. do-not-merge).
+	BlockingLabels []string
+	// BlockingTitle: a pull request whose title matches waits (e.g. ^WIP).
+	BlockingTitle *regexp.Regexp
+	// Frozen: the base's queue merges nothing and updates no branch; its
+	// entries' gates are still read. FreezeMessage says why.
+	Frozen        bool
+	FreezeMessage string
+	// ReadPR: the head's pull request must be read before it is merged
+	// (blocking labels or a title pattern need its labels and title).
+	ReadPR bool
+
+	// How the sync carries out a merge or an update (not decisions).
+	//
+	// UpdateMethod is how a branch behind a strict base is brought up to
+	// date: merge (GitHub's update-branch, the default) or rebase.
+	UpdateMethod string
+	// CommitTitle and CommitMessage are the merge commit's templates
+	// (package policy renders them); "" leaves GitHub's.
+	CommitTitle, CommitMessage string
+	// DeleteBranch deletes the head branch after the merge (never a
+	// fork's, never one another open pull request is based on).
+	DeleteBranch bool
+	// LabelRequiresWrite: the trigger label counts only when the person
+	// who added it may write to the repository.
+	LabelRequiresWrite bool
+	// PriorityLabels rank pull requests, highest first.
+	PriorityLabels []string
+}
+
+// NeedsPR reports whether p decides on the pull request's labels or
+// title, or merges with its title and body (templates) or deletes its
+// branch: the sync then reads the head's pull request before merging it.
+func (p Policy) NeedsPR() bool {
+	return p.ReadPR || len(p.BlockingLabels) > 0 || p.BlockingTitle != nil ||
+		p.CommitTitle != "" || p.CommitMessage != "" || p.DeleteBranch
+}
+
+// FrozenReason is what a frozen queue's entries wait for.
+func (p Policy) FrozenReason() string {
+	if p.FreezeMessage == "" {
+		return "frozen"
+	}
+	return "frozen: " + p.FreezeMessage
+}
+
+// HeldPrefix starts the reason of an entry the policy holds back (a
+// blocking label or title): it keeps its place as a blocked entry does,
+// and the entries behind it go on.
+const HeldPrefix = "held: "
+
+// Holding says why the policy holds the pull request back ("" when it
+// does not): a blocking label, a title that matches.
+func Holding(pr *PRText, p Policy) string {
+	if pr == nil {
+		return ""
+	}
+	for _, l := range p.BlockingLabels {
+		if HasLabel(pr.Labels, l) {
+			return fmt.Sprintf("the label %q keeps it from merging: remove the label to let it merge", l)
+		}
+	}
+	if re := p.BlockingTitle; re != nil && re.MatchString(pr.Title) {
+		return fmt.Sprintf("its title matches blocking_title %q: change the title to let it merge", re.String())
+	}
+	return ""
+}
+
+// hold is the action for a head the policy holds back: frozen, it waits
+// at the head (the whole queue waits); held by a label or its title, it
+// steps aside like a blocked entry, keeping its place.
+func hold(pr *forge.PR, p Policy) (Action, bool) {
+	if p.Frozen {
+		return waitPassed(p.FrozenReason()), true
+	}
+	if why := Holding(textOf(pr), p); why != "" {
+		return Action{Kind: Block, Problem: "held", Reason: HeldPrefix + why}, true
+	}
+	return Action{}, false
+}
+
+// PRText is what the blocking rules read of a pull request.
+type PRText struct {
+	Title  string
+	Labels []string
+}
+
+func textOf(pr *forge.PR) *PRText {
+	if pr == nil {
+		return nil
+	}
+	return &PRText{Title: pr.Title, Labels: pr.Labels}
 }
 
 // Facts are what GitHub says about one queue entry, as the sync gathered
@@ -139,7 +236,7 @@ func Decide(f Facts, p Policy) Action {
 		case pr.State != "open":
 			return Action{Kind: Leave, Reason: "closed on GitHub"}
 		}
-		if why := Ineligibility(Eligibility{State: pr.State, Draft: pr.Draft, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, p.Triggers); why != "" {
+		if why := Ineligibility(Eligibility{State: pr.State, Draft: pr.Draft, Base: pr.BaseRef, Labels: pr.Labels, AutoMerge: pr.AutoMerge}, p.Triggers); why != "" {
 			return Action{Kind: Leave, Reason: "no longer eligible: " + why}
 		}
 		if pr.HeadSHA != "" && pr.HeadSHA != e.PRSha {
@@ -206,7 +303,10 @@ func decideHead(f Facts, p Policy) Action {
 		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
 			"the base branch %s uses GitHub's merge queue, which refuses direct merges: remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, base, base)}
 	}
-	method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod)
+	if a, held := hold(pr, p); held {
+		return a
+	}
+	method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod, p.MethodFrom)
 	if !ok {
 		return noMethod(f.Rules)
 	}
@@ -274,7 +374,10 @@ func decideRefusal(f Facts, p Policy) Action {
 		// The branch is up to date after all: merge, as decideHead would,
 		// with a method the repository allows (settings are read again
 		// after a refusal) or not at all.
-		method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod)
+		if a, held := hold(f.PR, p); held {
+			return a
+		}
+		method, note, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod, p.MethodFrom)
 		if !ok {
 			return noMethod(f.Rules)
 		}
@@ -285,10 +388,10 @@ func decideRefusal(f Facts, p Policy) Action {
 		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: "GitHub does not count its required checks as passed yet: " + quote(msg)}
 	case forge.RefusedMethod:
 		// Tried before the repository's settings were known: now they are.
-		if method, _, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod); ok && method != r.Method {
+		if method, _, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod, p.MethodFrom); ok && method != r.Method {
 			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "merging with " + method + ", a method the repository allows"}
 		}
-		return Action{Kind: Block, Problem: "merge_method", Reason: fmt.Sprintf("GitHub refused to merge with %s (%s): allow it in the repository's settings, or set --merge-method to a method it allows", r.Method, quote(msg))}
+		return Action{Kind: Block, Problem: "merge_method", Reason: fmt.Sprintf("GitHub refused to merge with %s (%s): allow it in the repository's settings, or set %s to a method it allows", r.Method, quote(msg), methodFrom(p.MethodFrom))}
 	case forge.RefusedMergeQueue:
 		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
 			"the base branch %s uses GitHub's merge queue (%s): remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, quote(msg), base, base)}
@@ -349,7 +452,7 @@ func authorMethod(f Facts) string {
 // (and a linear-history rule does not forbid merge commits); else the
 // first it allows. ok is false when none is left. Unknown methods (known
 // nil) are taken to be allowed: GitHub's refusal teaches them.
-func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, preferred string) (method, note string, ok bool) {
+func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, preferred, from string) (method, note string, ok bool) {
 	allowed := forge.MergeMethods{Merge: true, Squash: true, Rebase: true}
 	if known != nil {
 		allowed = *known
@@ -357,12 +460,12 @@ func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, 
 	if req.LinearHistory {
 		allowed.Merge = false
 	}
-	want, whose := preferred, "--merge-method"
+	want, whose := preferred, methodFrom(from)
 	if author != "" {
 		want, whose = author, "the method chosen with auto-merge"
 	}
 	if allowed.Allows(want) {
-		if whose != "--merge-method" && want != preferred {
+		if author != "" && want != preferred {
 			return want, "the method chosen with auto-merge", true
 		}
 		return want, "", true
@@ -376,6 +479,14 @@ func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, 
 		why = "the base requires a linear history"
 	}
 	return list[0], fmt.Sprintf("%s, not %s (%s): %s", list[0], want, whose, why), true
+}
+
+// methodFrom names the setting of the merge method.
+func methodFrom(from string) string {
+	if from == "" {
+		return "--merge-method"
+	}
+	return from
 }
 
 // noMethod blocks for the operator: no merge method is left to use.

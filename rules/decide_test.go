@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
@@ -57,6 +58,18 @@ func given(mods ...mod) situation {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The repository's policy.
+
+func frozen(msg string) mod {
+	return func(s *situation) { s.p.Frozen, s.p.FreezeMessage = true, msg }
+}
+
+func blocking(labels ...string) mod { return func(s *situation) { s.p.BlockingLabels = labels } }
+
+func blockingTitle(pattern string) mod {
+	return func(s *situation) { s.p.BlockingTitle = regexp.MustCompile(pattern) }
+}
 
 // What GitHub says of the pull request.
 
@@ -526,6 +539,49 @@ func TestDecide(t *testing.T) {
 		{"unknown refusal of several lines bounces with GitHub's words on one line",
 			given(refused(forge.RefusedOther, "merge", "Repository rule violations found\n\nCommits must have verified signatures.\n\n")),
 			bounce("merge_refused", rules.Bounced{Kind: rules.BounceMergeRefused, Detail: "Repository rule violations found: Commits must have verified signatures"})},
+		// The repository's policy (.github/mergegate.yml).
+		{"frozen: the head whose checks passed waits, saying the freeze's message",
+			given(frozen("release Friday")),
+			waitPassed("frozen: release Friday")},
+		{"frozen: a branch behind a strict base is not updated either",
+			given(frozen(""), mergeableState("behind"), strict),
+			waitPassed("frozen")},
+		{"frozen: checks are still read, and a failure still bounces",
+			given(frozen("release"), checksFailed(`required check "ci/build" failed`)),
+			bounce("gate_failure", rules.Bounced{Kind: rules.BounceGateFailure, Detail: `required check "ci/build" failed`})},
+		{"frozen: pending checks still wait for checks",
+			given(frozen("release"), checksPending("waiting for ci/build")),
+			waitChecks("waiting for ci/build")},
+		{"frozen: GitHub's no-new-commits answer does not merge",
+			given(frozen("release"), refused(forge.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
+			waitPassed("frozen: release")},
+		{"a blocking label keeps the head from merging, saying which",
+			given(blocking("do-not-merge"), onPR(func(pr *forge.PR) { pr.Labels = append(pr.Labels, "Do-Not-Merge") })),
+			block("held", `held: the label "do-not-merge" keeps it from merging: remove the label to let it merge`)},
+		{"a blocking label not on the pull request merges",
+			given(blocking("do-not-merge")),
+			merge("merge", "")},
+		{"a title matching blocking_title waits",
+			given(blockingTitle("^WIP"), onPR(func(pr *forge.PR) { pr.Title = "WIP: half done" })),
+			block("held", `held: its title matches blocking_title "^WIP": change the title to let it merge`)},
+		{"a title not matching blocking_title merges",
+			given(blockingTitle("^WIP"), onPR(func(pr *forge.PR) { pr.Title = "Fix WIP detection" })),
+			merge("merge", "")},
+		{"the merge method from the file, not allowed, names the file in the note",
+			given(func(s *situation) {
+				s.p.MergeMethod, s.p.MethodFrom = "squash", "merge_method in .github/mergegate.yml"
+				s.f.Methods = &forge.MergeMethods{Merge: true}
+			}),
+			merge("merge", "merge, not squash (merge_method in .github/mergegate.yml): the repository does not allow it")},
+		{"the check timeout from the file bounces sooner",
+			given(checksPending("waiting for ci/build"), after(time.Minute), func(s *situation) { s.p.CheckTimeout = 30 * time.Second }),
+			bounce("check_timeout", rules.Bounced{Kind: rules.BounceCheckTimeout, After: 30 * time.Second})},
+		{"trigger_labels: a pull request with another of them stays eligible",
+			given(func(s *situation) { s.p.Triggers.TriggerLabels = []string{"ship-it", "automerge"} }, onPR(func(pr *forge.PR) { pr.Labels = []string{"ship-it"} })),
+			merge("merge", "")},
+		{"branches: a pull request moved to a base with no queue leaves",
+			given(func(s *situation) { s.p.Triggers.Branches = []string{"main"} }, onPR(func(pr *forge.PR) { pr.BaseRef = "dev" })),
+			leave("no longer eligible: its base branch dev has no queue (branches: main)")},
 		{"unknown refusal of update-branch bounces with GitHub's words",
 			given(refused(forge.RefusedOther, "update-branch", "Something went wrong updating the branch.")),
 			bounce("update_refused", rules.Bounced{Kind: rules.BounceUpdateRefused, Base: "main", Detail: "Something went wrong updating the branch"})},

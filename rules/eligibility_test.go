@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/mergegate/mergegate/rules"
@@ -16,6 +17,11 @@ func TestIneligibility(t *testing.T) {
 	autoOff := rules.Options{TriggerLabel: rules.DefaultTriggerLabel}
 	bothOff := rules.Options{}
 	custom := rules.Options{TriggerLabel: "ready-to-merge"}
+	several := rules.Options{TriggerLabel: "automerge", TriggerLabels: []string{"ship-it", "lgtm"}}
+	branches := rules.Options{TriggerLabel: "automerge", Branches: []string{"main", "release-*"}}
+	onBase := func(base string, labels ...string) rules.Eligibility {
+		return rules.Eligibility{State: "open", Base: base, Labels: labels}
+	}
 	open := func(labels ...string) rules.Eligibility { return rules.Eligibility{State: "open", Labels: labels} }
 	withAuto := func(e rules.Eligibility) rules.Eligibility { e.AutoMerge = true; return e }
 	tests := []struct {
@@ -40,6 +46,13 @@ func TestIneligibility(t *testing.T) {
 		{"both triggers off: nothing is eligible", withAuto(open("automerge")), bothOff, "both triggers (label and auto-merge) are off"},
 		{"a custom label replaces automerge", open("automerge"), custom, `no "ready-to-merge" label`},
 		{"a custom label counts", open("Ready-To-Merge"), custom, ""},
+		{"trigger_labels: any of them counts", open("ship-it"), several, ""},
+		{"trigger_labels replace the flag's label", open("automerge"), rules.Options{TriggerLabels: []string{"ship-it", "lgtm"}}, `no "ship-it" or "lgtm" label`},
+		{"trigger_labels empty: the label trigger is off", open("automerge"), rules.Options{TriggerLabels: []string{}}, "both triggers (label and auto-merge) are off"},
+		{"branches: a base that matches a pattern has a queue", onBase("release-1.x", "automerge"), branches, ""},
+		{"branches: a base by name has a queue", onBase("main", "automerge"), branches, ""},
+		{"branches: another base has none", onBase("dev", "automerge"), branches, "its base branch dev has no queue (branches: main, release-*)"},
+		{"branches: an unknown base is not refused", open("automerge"), branches, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +73,7 @@ func TestHasLabel(t *testing.T) {
 }
 
 func TestDefaultOptions(t *testing.T) {
-	if got := rules.DefaultOptions(); got != (rules.Options{TriggerLabel: "automerge", AutoMergeTrigger: true}) {
+	if got := rules.DefaultOptions(); !reflect.DeepEqual(got, rules.Options{TriggerLabel: "automerge", AutoMergeTrigger: true}) {
 		t.Errorf("DefaultOptions() = %+v", got)
 	}
 }

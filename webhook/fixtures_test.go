@@ -218,6 +218,12 @@ func fixtureCases() []fixtureCase {
 			w.install = &InstallChange{Tenant: "5", Action: "removed", Removed: []string{"Codertocat/Space"}}
 		})},
 
+		// issue_comment: GitHub's example is a comment on an issue, not a
+		// pull request (no issue.pull_request); TestTranslateIssueComment
+		// builds the pull request's comment on it.
+		{file: "issue_comment/created.with-installation.payload.json",
+			want: with(stored("1", helloWorld), func(w *want) { w.ignored = "a comment on an issue, not a pull request" })},
+
 		// ping: 200, never stored (an App's ping has no installation).
 		{file: "ping/payload.json", want: ping},
 		{file: "ping/with-app_id.payload.json", want: ping},

@@ -124,6 +124,8 @@ type installationRef struct {
 // repoRef is a repository as payloads list it.
 type repoRef struct {
 	FullName string `json:"full_name"`
+	// DefaultBranch is read of a push's repository.
+	DefaultBranch string `json:"default_branch"`
 }
 
 func (e envelope) meta() Meta {
@@ -140,14 +142,24 @@ func (e envelope) meta() Meta {
 // prPayload is a pull_request or pull_request_review delivery.
 type prPayload struct {
 	envelope
+	Sender      *named       `json:"sender"` // only its login is read
 	PullRequest *pullRequest `json:"pull_request"`
 	Label       *named       `json:"label"` // its name is only checked (a string or null)
 	Changes     *prChanges   `json:"changes"`
 }
 
-// named is an object of which only the name is read (a label).
+// named is an object of which only the name (a label) or the login (a
+// user) is read.
 type named struct {
-	Name string `json:"name"`
+	Name  string `json:"name"`
+	Login string `json:"login"`
+}
+
+func (p prPayload) senderLogin() string {
+	if p.Sender == nil {
+		return ""
+	}
+	return p.Sender.Login
 }
 
 type prChanges struct {
@@ -168,6 +180,7 @@ func (p *present) UnmarshalJSON(b []byte) error {
 // pullRequest holds the fields eligibility reads.
 type pullRequest struct {
 	Number int     `json:"number"`
+	Title  string  `json:"title"`
 	State  string  `json:"state"`
 	Draft  bool    `json:"draft"`
 	Labels []named `json:"labels"`
@@ -228,9 +241,19 @@ type statusPayload struct {
 
 type pushPayload struct {
 	envelope
-	Ref     string `json:"ref"`
-	After   string `json:"after"`
-	Deleted bool   `json:"deleted"`
+	Ref     string       `json:"ref"`
+	After   string       `json:"after"`
+	Deleted bool         `json:"deleted"`
+	Forced  bool         `json:"forced"`
+	Commits []pushCommit `json:"commits"`
+}
+
+// pushCommit lists the files one pushed commit added, removed and
+// modified (a webhook delivery lists up to 2,048 commits).
+type pushCommit struct {
+	Added    []string `json:"added"`
+	Removed  []string `json:"removed"`
+	Modified []string `json:"modified"`
 }
 
 // installationPayload is an installation or installation_repositories

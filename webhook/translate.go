@@ -47,7 +47,12 @@ type Push struct {
 // changes it asks for (docs/queue.md). Events carry the delivery's Tenant and Repo.
 // Checks are never trusted from a payload: gate events carry no gateResult,
 // the gate is read from GitHub later. An error wraps ErrMalformed.
+//
+// opt.Of(tenant, repo) gives each repository's own triggers (its
+// .github/mergegate.yml): a join is decided under them, and its priority
+// taken from its labels (priority_labels).
 func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
+	opt = opt.Of(d.Tenant, d.Repo)
 	switch d.Event {
 	case "pull_request":
 		return translatePullRequest(d, opt)
@@ -59,6 +64,8 @@ func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 		return translateStatus(d)
 	case "push":
 		return translatePush(d)
+	case "issue_comment":
+		return translateIssueComment(d)
 	case "installation", "installation_repositories":
 		return translateInstallation(d)
 	}
@@ -86,6 +93,10 @@ func OpOf(eventType, action string) leasedo.Op {
 		}
 	case "check_suite", "check_run", "status", "pull_request_review":
 		return leasedo.OpRecheck
+	case "issue_comment":
+		if action == "created" {
+			return leasedo.OpCommand
+		}
 	}
 	return leasedo.OpIgnore
 }
@@ -134,16 +145,36 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 		t.Events = []leasedo.Event{ev}
 		return t, nil
 	}
+	withPriority := func(tr Translation, err error) (Translation, error) {
+		if err == nil && len(opt.PriorityLabels) > 0 && len(tr.Events) == 1 {
+			rank, name := rules.PriorityOf(opt.PriorityLabels, labelNames(pr))
+			tr.Events[0].Details.Priority, tr.Events[0].Details.PriorityName = &rank, name
+		}
+		return tr, err
+	}
 	switch p.Action {
 	case "opened", "reopened", "ready_for_review", "labeled", "auto_merge_enabled":
 		if notEligible != "" {
 			t.Ignored = "not eligible: " + notEligible
 			return t, nil
 		}
-		return one("")
+		tr, err := withPriority(one(""))
+		if p.Action == "labeled" && p.Label != nil && rules.HasLabel(opt.Labels(), p.Label.Name) && err == nil {
+			if ev, ok := labelCheck(d, pr.Number, p.senderLogin(), opt); ok {
+				tr.Events = append(tr.Events, ev)
+			}
+		}
+		return tr, err
 	case "closed":
 		return one("pull request closed")
 	case "unlabeled", "auto_merge_disabled", "converted_to_draft":
+		if notEligible == "" && p.Action == "unlabeled" && p.Label != nil &&
+			(rules.HasLabel(opt.PriorityLabels, p.Label.Name) || rules.HasLabel(opt.BlockingLabels, p.Label.Name)) {
+			// Still eligible, but a blocking or priority label went.
+			tr, err := withPriority(one("labels changed"))
+			tr.Events[0].Op = leasedo.OpLabels
+			return tr, err
+		}
 		if notEligible == "" {
 			t.Ignored = "still eligible after " + p.Action
 			return t, nil
@@ -163,11 +194,16 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 }
 
 func ineligibility(pr *pullRequest, opt rules.Options) string {
-	e := rules.Eligibility{State: pr.State, Draft: pr.Draft, AutoMerge: pr.AutoMerge != nil}
-	for _, l := range pr.Labels {
-		e.Labels = append(e.Labels, l.Name)
-	}
+	e := rules.Eligibility{State: pr.State, Draft: pr.Draft, Base: pr.Base.Ref, AutoMerge: pr.AutoMerge != nil, Labels: labelNames(pr)}
 	return rules.Ineligibility(e, opt)
+}
+
+func labelNames(pr *pullRequest) []string {
+	out := make([]string, 0, len(pr.Labels))
+	for _, l := range pr.Labels {
+		out = append(out, l.Name)
+	}
+	return out
 }
 
 func translateReview(d leasedo.Delivery) (Translation, error) {
@@ -253,7 +289,36 @@ func translatePush(d leasedo.Delivery) (Translation, error) {
 	if err := needRepo(d); err != nil {
 		return Translation{}, err
 	}
-	return Translation{Push: &Push{Repo: d.Repo, Ref: branch, After: p.After}}, nil
+	t := Translation{Push: &Push{Repo: d.Repo, Ref: branch, After: p.After}}
+	if p.Repository != nil && branch == p.Repository.DefaultBranch && touches(p, PolicyPath) {
+		// Read the repository's policy again (an organisation's .github
+		// repository: every repository of the owner that falls back on it).
+		t.Events = []leasedo.Event{{EventType: d.Event, Tenant: d.Tenant, Repo: d.Repo, Action: d.Action, Op: leasedo.OpPolicy,
+			Details: &leasedo.Details{Sha: p.After, Base: branch, Reason: "push to " + branch + " touches " + PolicyPath}}}
+	}
+	return t, nil
+}
+
+// PolicyPath is a repository's policy file (package policy's Path).
+const PolicyPath = ".github/mergegate.yml"
+
+// touches reports whether the push added, modified or removed path. A
+// push that lists no commits (GitHub leaves them out of some forced
+// pushes) may have: it counts as touching it.
+func touches(p pushPayload, path string) bool {
+	if len(p.Commits) == 0 {
+		return p.Forced
+	}
+	for _, c := range p.Commits {
+		for _, list := range [][]string{c.Added, c.Modified, c.Removed} {
+			for _, f := range list {
+				if f == path {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func translateInstallation(d leasedo.Delivery) (Translation, error) {

@@ -176,8 +176,10 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		SHA         string `json:"sha"`
-		MergeMethod string `json:"merge_method"`
+		SHA           string `json:"sha"`
+		MergeMethod   string `json:"merge_method"`
+		CommitTitle   string `json:"commit_title"`
+		CommitMessage string `json:"commit_message"`
 	}
 	if !decodeBody(w, r, &body) {
 		return
@@ -229,7 +231,8 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		pr.State, pr.Merged, pr.MergeCommitSHA = "closed", true, commit
 		pr.MergedAt, pr.ClosedAt, pr.UpdatedAt = now, now, now
 		s.moveBase(rp, pr.BaseRef, commit, pr)
-		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit})
+		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit,
+			Title: body.CommitTitle, Message: body.CommitMessage})
 		writeJSON(w, http.StatusOK, obj{"sha": commit, "merged": true, "message": "Pull Request successfully merged"})
 	}
 }
@@ -435,7 +438,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) {
 		"url":                s.apiURL("repos/%s/issues/comments/%d", rp.fullName, id),
 		"html_url":           fmt.Sprintf("%s%s/pull/%d#issuecomment-%d", htmlBase, rp.fullName, pr.Number, id),
 		"body":               body.Body,
-		"user":               s.userJSON("mergegate[bot]"),
+		"user":               s.botJSON(),
 		"created_at":         ts(now),
 		"updated_at":         ts(now),
 		"issue_url":          s.apiURL("repos/%s/issues/%d", rp.fullName, pr.Number),

@@ -14,6 +14,10 @@ type Merge struct {
 	SHA            string `json:"sha"`    // the head that was merged (the sha guard)
 	Method         string `json:"method"` // merge, squash or rebase
 	MergeCommitSHA string `json:"mergeCommitSha"`
+	// Title and Message are the commit_title and commit_message asked
+	// for ("" when GitHub's own were left).
+	Title   string `json:"title,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // BranchUpdate is a successful update-branch.
@@ -29,6 +33,9 @@ type Comment struct {
 	Repo     string `json:"repo"`
 	PRNumber int    `json:"prNumber"`
 	Body     string `json:"body"`
+	// User and ID are set for comments written by people (AddComment).
+	User string `json:"user,omitempty"`
+	ID   int64  `json:"id,omitempty"`
 }
 
 // LabelRemoval is a label removed from a PR.
@@ -70,6 +77,9 @@ type records struct {
 	comments      []Comment
 	labelsRemoved []LabelRemoval
 	checkRuns     []CheckRunWrite
+	reactions     []Reaction
+	userComments  []Comment // AddComment
+	deletedRefs   []string  // owner/name:branch
 }
 
 // record appends a call. Called with s.mu held.

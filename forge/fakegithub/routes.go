@@ -30,6 +30,12 @@ const (
 	RouteGetRepo            = "GET /repos/{owner}/{repo}"
 	RouteListReviews        = "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews"
 	RouteListCheckSuites    = "GET /repos/{owner}/{repo}/commits/{ref}/check-suites"
+	RouteGetContent         = "GET /repos/{owner}/{repo}/contents/{path}"
+	RouteGetPermission      = "GET /repos/{owner}/{repo}/collaborators/{username}/permission"
+	RouteCreateReaction     = "POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"
+	RouteDeleteRef          = "DELETE /repos/{owner}/{repo}/git/refs/{ref}"
+	RouteAddLabels          = "POST /repos/{owner}/{repo}/issues/{issue_number}/labels"
+	RouteListPullCommits    = "GET /repos/{owner}/{repo}/pulls/{pull_number}/commits"
 )
 
 // Routes lists every route the server answers.
@@ -42,6 +48,8 @@ func Routes() []string {
 		RouteListInstallations, RouteIssueEvents, RouteGetRepo, RouteListReviews, RouteListCheckSuites,
 		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
 		RouteListDeliveries, RouteRedeliver,
+		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef, RouteAddLabels,
+		RouteListPullCommits,
 	}
 }
 
@@ -71,12 +79,23 @@ func (s *Server) routes() {
 		RouteListCheckSuites:    s.listCheckSuites,
 		RouteListDeliveries:     s.listDeliveries,
 		RouteRedeliver:          s.redeliver,
+		RouteGetContent:         s.getContent,
+		RouteGetPermission:      s.getPermission,
+		RouteCreateReaction:     s.createReaction,
+		RouteDeleteRef:          s.deleteRef,
+		RouteAddLabels:          s.addLabels,
+		RouteListPullCommits:    s.listPullCommits,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")
-		if route == RouteGetBranchRules {
-			path += "..." // branch names may hold slashes, sent unescaped
-			path = strings.Replace(path, "{branch}...", "{branch...}", 1)
+		// Branch names, paths and refs may hold slashes, sent unescaped.
+		switch route {
+		case RouteGetBranchRules:
+			path = strings.Replace(path, "{branch}", "{branch...}", 1)
+		case RouteGetContent:
+			path = strings.Replace(path, "{path}", "{path...}", 1)
+		case RouteDeleteRef:
+			path = strings.Replace(path, "{ref}", "{ref...}", 1)
 		}
 		s.mux.HandleFunc(method+" "+s.prefix+path, h)
 	}
@@ -91,7 +110,9 @@ func (s *Server) routeOf(pattern string) string {
 		return ""
 	}
 	path = strings.TrimPrefix(path, s.prefix)
-	path = strings.Replace(path, "{branch...}", "{branch}", 1)
+	for _, p := range []string{"branch", "path", "ref"} {
+		path = strings.Replace(path, "{"+p+"...}", "{"+p+"}", 1)
+	}
 	return method + " " + path
 }
 

@@ -48,6 +48,14 @@ func (s *Server) userJSON(login string) obj {
 	}
 }
 
+// botJSON is the App's bot user, as whom an installation token writes
+// (GitHub: login "<app-slug>[bot]", type "Bot").
+func (s *Server) botJSON() obj {
+	u := s.userJSON(AppBotLogin)
+	u["type"] = "Bot"
+	return u
+}
+
 // repoJSON is a repository; minimal is GitHub's "minimal-repository" (as
 // in the combined status), without default_branch and flags.
 func (s *Server) repoJSON(rp *repo, minimal bool) obj {
@@ -58,7 +66,7 @@ func (s *Server) repoJSON(rp *repo, minimal bool) obj {
 		"name":        name,
 		"full_name":   rp.fullName,
 		"owner":       s.userJSON(owner),
-		"private":     false,
+		"private":     rp.private,
 		"html_url":    htmlBase + rp.fullName,
 		"description": "",
 		"fork":        false,
@@ -160,7 +168,7 @@ func (s *Server) prJSON(rp *repo, pr *PR, full bool) obj {
 	if full {
 		var mergedBy any
 		if pr.Merged {
-			mergedBy = s.userJSON("mergegate[bot]")
+			mergedBy = s.botJSON()
 		}
 		var mergeable any = !pr.Unmergeable
 		if pr.State != "open" {

@@ -62,9 +62,20 @@ type PR struct {
 	ClosedAt    time.Time
 	MergedAt    time.Time
 
+	// Commits are the pull request's commits (default: one by its
+	// author, at its head).
+	Commits []Commit
+
 	// unknownReads is how many more GET /pulls/{n} answer mergeable null
 	// (GitHub recomputing mergeability after the base or the head moved).
 	unknownReads int
+}
+
+// Commit is one commit of a pull request.
+type Commit struct {
+	SHA, Message            string
+	AuthorLogin, AuthorName string
+	AuthorEmail             string
 }
 
 type repo struct {
@@ -84,6 +95,11 @@ type repo struct {
 	suites        []*checkSuite     // suites with no runs (AddCheckSuite)
 	suiteIDs      map[string]int64  // "sha app" -> suite id
 	suiteAt       map[int64]time.Time
+	files         map[string]string     // path -> content, on the default branch
+	roles         map[string]customRole // login (lower case) -> role
+	comments      map[int64]int         // comment id -> PR number (AddComment)
+	reactions     map[reactionKey]reactionRec
+	private       bool // SetPrivate
 }
 
 type checkRun struct {

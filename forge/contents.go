@@ -1,0 +1,194 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// MaxFileSize bounds a file read with RepoFile: a policy file is a few
+// hundred bytes, and GitHub's contents API returns content inline only up
+// to 1 MB.
+const MaxFileSize = 256 << 10
+
+// File is one file of a repository as GitHub's contents API returns it.
+type File struct {
+	Repo    string // owner/name it was read from
+	Path    string
+	SHA     string // the blob's sha: the same content has the same sha
+	HTMLURL string
+	Content []byte
+}
+
+// ErrNotAFile: the path names a directory, a symlink to one or a submodule.
+var ErrNotAFile = errors.New("not a file")
+
+// RepoFile reads path from repo's default branch (GET
+// /repos/{owner}/{repo}/contents/{path}, base64 content). found is false
+// when GitHub answers 404: no such file, or no such repository the
+// installation can see (an organisation's .github repository the App is
+// not installed on). A file over 1 MB is found, with an error: GitHub
+// answers it 403 "too_large" under the default media type. The request is conditional like every GET (the ETag
+// cache): an unchanged file costs no rate-limit point.
+func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f File, found bool, err error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.get-content", tenant, repo)
+	if err != nil {
+		return File{}, false, err
+	}
+	fc, dir, _, err := in.gh.Repositories.GetContents(ctx, owner, name, path, nil)
+	if err != nil {
+		err = cl.classify(ctx, err, false)
+		var ae *APIError
+		switch {
+		case IsNotFound(err):
+			return File{}, false, nil
+		case errors.As(err, &ae) && ae.Status == http.StatusForbidden && strings.Contains(ae.Message, "too large"):
+			// Over 1 MB GitHub answers 403 (errors code too_large)
+			// rather than the content: the file is there.
+			return File{}, true, fmt.Errorf("%s: %s is more than 1 MB (at most %d bytes are read): %w", repo, path, MaxFileSize, err)
+		}
+		return File{}, false, err
+	}
+	if fc == nil || dir != nil || fc.GetType() != "file" {
+		return File{}, true, fmt.Errorf("%s: %s: %w", repo, path, ErrNotAFile)
+	}
+	if fc.GetSize() > MaxFileSize {
+		return File{}, true, fmt.Errorf("%s: %s is %d bytes, more than %d", repo, path, fc.GetSize(), MaxFileSize)
+	}
+	text, err := fc.GetContent() // base64, as GitHub sends it (with newlines)
+	if err != nil {
+		return File{}, true, fmt.Errorf("%s: %s: decoding GitHub's content: %w", repo, path, err)
+	}
+	return File{Repo: repo, Path: fc.GetPath(), SHA: fc.GetSHA(), HTMLURL: fc.GetHTMLURL(), Content: []byte(text)}, true, nil
+}
+
+// Permission is a user's permission on a repository as GitHub's
+// collaborator permission endpoint reports it: Permission is admin, write,
+// read or none (maintain counts as write, triage as read); Role is the
+// role's own name (admin, maintain, write, triage, read, or a custom
+// role's).
+type Permission struct {
+	Permission string
+	Role       string
+}
+
+// CanWrite: the user may push to the repository (write, maintain, admin).
+// It reads Permission, not Role: a custom role's name says nothing of the
+// base role it inherits, which Permission gives (maintain as write).
+func (p Permission) CanWrite() bool { return p.Permission == "admin" || p.Permission == "write" }
+
+// UserPermission reads user's permission on repo (GET
+// /repos/{owner}/{repo}/collaborators/{username}/permission). A user who
+// is not a collaborator gets "read" on a public repository, "none" on a
+// private one; a user that does not exist is a 404 (Permission "none").
+func (c *Client) UserPermission(ctx context.Context, tenant, repo, user string) (Permission, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.get-collaborator-permission-level", tenant, repo)
+	if err != nil {
+		return Permission{}, err
+	}
+	// go-github v62's RepositoryPermissionLevel has no role_name.
+	req, err := in.gh.NewRequest("GET", fmt.Sprintf("repos/%s/%s/collaborators/%s/permission",
+		url.PathEscape(owner), url.PathEscape(name), url.PathEscape(user)), nil)
+	if err != nil {
+		return Permission{}, err
+	}
+	var body struct {
+		Permission string `json:"permission"`
+		RoleName   string `json:"role_name"`
+	}
+	if _, err := in.gh.Do(ctx, req, &body); err != nil {
+		err = cl.classify(ctx, err, false)
+		if IsNotFound(err) {
+			return Permission{Permission: "none"}, nil
+		}
+		return Permission{}, err
+	}
+	return Permission{Permission: body.Permission, Role: body.RoleName}, nil
+}
+
+// React adds a reaction (+1, -1, laugh, confused, heart, hooray, rocket,
+// eyes) to an issue or pull request comment (POST
+// /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions).
+func (c *Client) React(ctx context.Context, tenant, repo string, commentID int64, content string) error {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "reactions.create-for-issue-comment", tenant, repo)
+	if err != nil {
+		return err
+	}
+	_, _, err = in.gh.Reactions.CreateIssueCommentReaction(ctx, owner, name, commentID, content)
+	return cl.classify(ctx, err, false)
+}
+
+// DeleteBranch deletes branch of repo (DELETE
+// /repos/{owner}/{repo}/git/refs/heads/{branch}). A branch already gone
+// (GitHub answers 422 "Reference does not exist") is not an error; the
+// repository's default branch (422 "Cannot delete the default branch")
+// is.
+func (c *Client) DeleteBranch(ctx context.Context, tenant, repo, branch string) error {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "git.delete-ref", tenant, repo)
+	if err != nil {
+		return err
+	}
+	_, err = in.gh.Git.DeleteRef(ctx, owner, name, "heads/"+branch)
+	err = cl.classify(ctx, err, false)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == 422 && ae.Message == "Reference does not exist" {
+		return nil
+	}
+	return err
+}
+
+// AddLabel adds label to PR (or issue) number (POST
+// /repos/{owner}/{repo}/issues/{issue_number}/labels).
+func (c *Client) AddLabel(ctx context.Context, tenant, repo string, number int, label string) error {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "issues.add-labels", tenant, repo)
+	if err != nil {
+		return err
+	}
+	cl.number = number
+	_, _, err = in.gh.Issues.AddLabelsToIssue(ctx, owner, name, number, []string{label})
+	return cl.classify(ctx, err, false)
+}
+
+// CommitAuthor is who wrote one commit of a pull request.
+type CommitAuthor struct {
+	Login, Name, Email string
+	// CoAuthors are the commit message's own Co-authored-by trailers.
+	CoAuthors []string
+}
+
+// PRCommitAuthors lists the authors of a pull request's commits (GET
+// /repos/{owner}/{repo}/pulls/{pull_number}/commits; GitHub lists at most
+// 250).
+func (c *Client) PRCommitAuthors(ctx context.Context, tenant, repo string, number int) ([]CommitAuthor, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "pulls.list-commits", tenant, repo)
+	if err != nil {
+		return nil, err
+	}
+	cl.number = number
+	opts := &github.ListOptions{PerPage: 100}
+	var out []CommitAuthor
+	for {
+		commits, resp, err := in.gh.PullRequests.ListCommits(ctx, owner, name, number, opts)
+		if err != nil {
+			return nil, cl.classify(ctx, err, false)
+		}
+		for _, rc := range commits {
+			a := CommitAuthor{Login: rc.GetAuthor().GetLogin(), Name: rc.GetCommit().GetAuthor().GetName(), Email: rc.GetCommit().GetAuthor().GetEmail()}
+			for _, line := range strings.Split(rc.GetCommit().GetMessage(), "\n") {
+				if t := strings.TrimSpace(line); strings.HasPrefix(strings.ToLower(t), "co-authored-by:") {
+					a.CoAuthors = append(a.CoAuthors, t)
+				}
+			}
+			out = append(out, a)
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}

@@ -1,0 +1,480 @@
+// Package policy reads a repository's own policy, .github/mergegate.yml,
+// and resolves it with the operator's flags (the defaults) into the
+// rules.Policy of each base branch. It is pure: reading the file from
+// GitHub, caching it and keeping the last good one is the sync's
+// (package reconcile). docs/configuration.md documents every key.
+package policy
+
+import (
+	"fmt"
+	"path"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mergegate/mergegate/forge"
+)
+
+// Path is where a repository keeps its policy, on its default branch; the
+// organisation's .github repository may hold one at the same path for
+// every repository that has none.
+const Path = ".github/mergegate.yml"
+
+// OrgRepo is the organisation's (or user's) repository that holds the
+// fallback policy: "<owner>/.github".
+func OrgRepo(repo string) string {
+	owner, _, _ := strings.Cut(repo, "/")
+	return owner + "/.github"
+}
+
+// File is .github/mergegate.yml. A key left out takes the operator's
+// default (the flags); nil pointers and nil slices are keys left out.
+// docs/mergegate.schema.json describes the same keys (a test holds them
+// together).
+type File struct {
+	TriggerLabels          []string `yaml:"trigger_labels" json:"trigger_labels,omitempty"`
+	AutoMergeTrigger       *bool    `yaml:"auto_merge_trigger" json:"auto_merge_trigger,omitempty"`
+	LabelRequiresWrite     *bool    `yaml:"label_requires_write" json:"label_requires_write,omitempty"`
+	BlockingLabels         []string `yaml:"blocking_labels" json:"blocking_labels,omitempty"`
+	BlockingTitle          *string  `yaml:"blocking_title" json:"blocking_title,omitempty"`
+	PriorityLabels         []string `yaml:"priority_labels" json:"priority_labels,omitempty"`
+	Branches               []string `yaml:"branches" json:"branches,omitempty"`
+	DeleteBranchAfterMerge *bool    `yaml:"delete_branch_after_merge" json:"delete_branch_after_merge,omitempty"`
+	Branch                 `yaml:",inline" json:",inline"`
+	BaseBranches           map[string]BranchFile `yaml:"base_branches" json:"base_branches,omitempty"`
+}
+
+// Branch holds the keys that may also be set per base branch.
+type Branch struct {
+	MergeMethod   *string      `yaml:"merge_method" json:"merge_method,omitempty"`
+	MergeCommit   *MergeCommit `yaml:"merge_commit" json:"merge_commit,omitempty"`
+	CheckTimeout  *string      `yaml:"check_timeout" json:"check_timeout,omitempty"`
+	UpdateMethod  *string      `yaml:"update_method" json:"update_method,omitempty"`
+	Frozen        *bool        `yaml:"frozen" json:"frozen,omitempty"`
+	FreezeMessage *string      `yaml:"freeze_message" json:"freeze_message,omitempty"`
+}
+
+// BranchFile is one entry of base_branches.
+type BranchFile = Branch
+
+// MergeCommit is the merge commit's title and message templates.
+type MergeCommit struct {
+	Title   *string `yaml:"title" json:"title,omitempty"`
+	Message *string `yaml:"message" json:"message,omitempty"`
+}
+
+// Problem is one thing wrong with a policy file, where it is.
+type Problem struct {
+	File string `json:"file"` // owner/name:path
+	Line int    `json:"line"` // 1-based; 0 when the whole file is meant
+	Key  string `json:"key,omitempty"`
+	Msg  string `json:"message"`
+}
+
+func (p Problem) String() string {
+	if p.Line == 0 {
+		return p.File + ": " + p.Msg
+	}
+	return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
+}
+
+// Problems is every problem of one file, in line order.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, "; ")
+}
+
+// Parse reads a policy file's content; name (owner/name:path) names it in
+// problems. A file with any problem is refused as a whole (the caller
+// keeps the last good one): unknown keys (a typo would silently do
+// nothing), values of the wrong type, values out of range, YAML errors.
+// An empty file is the defaults.
+func Parse(name string, content []byte) (File, Problems) {
+	var f File
+	var doc yaml.Node
+	if err := yaml.Unmarshal(content, &doc); err != nil {
+		return File{}, Problems{yamlProblem(name, err)}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return f, nil // empty
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return f, nil
+	}
+	w := walker{file: name}
+	w.object(root, reflect.ValueOf(&f).Elem(), "")
+	if len(w.problems) == 0 {
+		w.problems = check(name, &doc, f)
+	}
+	if len(w.problems) > 0 {
+		sort.SliceStable(w.problems, func(i, j int) bool { return w.problems[i].Line < w.problems[j].Line })
+		return File{}, w.problems
+	}
+	return f, nil
+}
+
+// yamlProblem turns yaml.v3's syntax error ("yaml: line 3: ...") into a
+// Problem with the line.
+func yamlProblem(name string, err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	p := Problem{File: name, Msg: "not valid YAML: " + msg}
+	var line int
+	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
+		p.Line = line
+		_, rest, _ := strings.Cut(msg, ":")
+		p.Msg = "not valid YAML:" + rest
+	}
+	return p
+}
+
+// walker checks a YAML document against File's keys and types, node by
+// node, so that every problem has its line and says what is wanted in
+// the file's own words (not Go's types).
+type walker struct {
+	file     string
+	problems Problems
+}
+
+func (w *walker) add(n *yaml.Node, key, format string, args ...any) {
+	w.problems = append(w.problems, Problem{File: w.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// keysOf lists the yaml keys of struct type t (inline structs included)
+// with their field indexes.
+func keysOf(t reflect.Type) map[string][]int {
+	out := map[string][]int{}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if opts == "inline" {
+			for k, idx := range keysOf(sf.Type) {
+				out[k] = append([]int{i}, idx...)
+			}
+			continue
+		}
+		if name != "" && name != "-" {
+			out[name] = []int{i}
+		}
+	}
+	return out
+}
+
+// Keys lists File's top-level keys, sorted (the schema's test compares
+// them); BranchKeys those of one base_branches entry.
+func Keys() []string       { return sortedKeys(reflect.TypeOf(File{})) }
+func BranchKeys() []string { return sortedKeys(reflect.TypeOf(Branch{})) }
+
+func sortedKeys(t reflect.Type) []string {
+	var out []string
+	for k := range keysOf(t) {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (w *walker) object(n *yaml.Node, v reflect.Value, prefix string) {
+	if n.Kind != yaml.MappingNode {
+		w.add(n, strings.TrimSuffix(prefix, "."), "%swant a mapping of keys to values, not %s", inKey(prefix), describe(n))
+		return
+	}
+	keys := keysOf(v.Type())
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		key := kn.Value
+		full := prefix + key
+		idx, ok := keys[key]
+		switch {
+		case !ok:
+			w.add(kn, full, "unknown key %q%s", full, suggest(key, keys))
+			continue
+		case seen[key]:
+			w.add(kn, full, "%q is set twice", full)
+			continue
+		}
+		seen[key] = true
+		w.value(vn, v.FieldByIndex(idx), full)
+	}
+}
+
+func (w *walker) value(n *yaml.Node, f reflect.Value, key string) {
+	t := f.Type()
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // key: (nothing): left out
+	}
+	switch {
+	case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
+		p := reflect.New(t.Elem())
+		w.object(n, p.Elem(), key+".")
+		f.Set(p)
+	case t.Kind() == reflect.Pointer:
+		p := reflect.New(t.Elem())
+		if !w.scalar(n, p.Elem(), key) {
+			return
+		}
+		f.Set(p)
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			w.add(n, key, "%s: want a list, e.g. %s: [%s], not %s", key, key, exampleItem(key, n), describe(n))
+			return
+		}
+		s := reflect.MakeSlice(t, 0, len(n.Content))
+		for _, item := range n.Content {
+			e := reflect.New(t.Elem()).Elem()
+			if w.scalar(item, e, key) {
+				s = reflect.Append(s, e)
+			}
+		}
+		f.Set(s)
+	case t.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			w.add(n, key, "%s: want a mapping of branch names to settings, not %s", key, describe(n))
+			return
+		}
+		m := reflect.MakeMap(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, vn := n.Content[i], n.Content[i+1]
+			e := reflect.New(t.Elem()).Elem()
+			w.object(vn, e, key+"."+kn.Value+".")
+			m.SetMapIndex(reflect.ValueOf(kn.Value), e)
+		}
+		f.Set(m)
+	}
+}
+
+// scalar decodes a string or a boolean.
+func (w *walker) scalar(n *yaml.Node, e reflect.Value, key string) bool {
+	if n.Kind != yaml.ScalarNode {
+		w.add(n, key, "%s: want %s, not %s", key, kindName(e.Kind()), describe(n))
+		return false
+	}
+	switch e.Kind() {
+	case reflect.Bool:
+		var b bool
+		if n.Tag != "!!bool" || n.Decode(&b) != nil {
+			w.add(n, key, "%s: want true or false, not %q", key, n.Value)
+			return false
+		}
+		e.SetBool(b)
+	case reflect.String:
+		if n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" {
+			w.add(n, key, "%s: want a string, not %s", key, describe(n))
+			return false
+		}
+		e.SetString(n.Value)
+	}
+	return true
+}
+
+func kindName(k reflect.Kind) string {
+	if k == reflect.Bool {
+		return "true or false"
+	}
+	return "a string"
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	switch n.Tag {
+	case "!!bool":
+		return "the boolean " + n.Value
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	}
+	return fmt.Sprintf("%q", n.Value)
+}
+
+func inKey(prefix string) string {
+	if prefix == "" {
+		return "the file: "
+	}
+	return strings.TrimSuffix(prefix, ".") + ": "
+}
+
+func exampleItem(key string, n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode && n.Value != "" {
+		return n.Value
+	}
+	return "..."
+}
+
+// suggest names the known key closest to a typo, when one is close: at
+// most half the key's length away ("freeze" is 3 edits from "frozen").
+func suggest(key string, keys map[string][]int) string {
+	best, bestD := "", max(len(key)/2, 1)+1
+	for k := range keys {
+		if d := distance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// distance is the Levenshtein distance of a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// check validates the values Parse decoded (names and ranges), with the
+// lines of their nodes.
+func check(name string, root *yaml.Node, f File) Problems {
+	var ps Problems
+	at := func(key string) int { return lineOf(root, strings.Split(key, ".")) }
+	bad := func(key, format string, args ...any) {
+		ps = append(ps, Problem{File: name, Line: at(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, l := range append(append(append([]string{}, f.TriggerLabels...), f.BlockingLabels...), f.PriorityLabels...) {
+		if strings.TrimSpace(l) == "" {
+			bad(keyOfLabel(f, l), "a label name is empty")
+		}
+	}
+	if f.BlockingTitle != nil {
+		if _, err := regexp.Compile(*f.BlockingTitle); err != nil {
+			bad("blocking_title", "blocking_title %q is not a regular expression: %v", *f.BlockingTitle, err)
+		}
+	}
+	for _, b := range f.Branches {
+		if _, err := path.Match(b, ""); err != nil || b == "" {
+			bad("branches", "branches: %q is not a branch name or pattern (such as release-*)", b)
+		}
+	}
+	checkBranch := func(prefix string, b Branch) {
+		if b.MergeMethod != nil {
+			if err := forge.CheckMergeMethod(*b.MergeMethod); err != nil {
+				bad(prefix+"merge_method", "%smerge_method %q: want merge, squash or rebase", prefix, *b.MergeMethod)
+			}
+		}
+		switch {
+		case b.UpdateMethod == nil || *b.UpdateMethod == UpdateMerge:
+		case *b.UpdateMethod == UpdateRebase:
+			// GitHub's REST update-branch only merges; the GraphQL
+			// mutation that rebases is not used yet. Refused rather than
+			// silently merged.
+			bad(prefix+"update_method", "%supdate_method rebase is not supported yet (GitHub's update-branch merges the base into the branch): use merge, or leave it out", prefix)
+		default:
+			bad(prefix+"update_method", "%supdate_method %q: want merge", prefix, *b.UpdateMethod)
+		}
+		if b.CheckTimeout != nil {
+			if _, err := ParseTimeout(*b.CheckTimeout); err != nil {
+				bad(prefix+"check_timeout", "%scheck_timeout %q: %v", prefix, *b.CheckTimeout, err)
+			}
+		}
+		if mc := b.MergeCommit; mc != nil {
+			for field, tpl := range map[string]*string{"title": mc.Title, "message": mc.Message} {
+				if tpl == nil {
+					continue
+				}
+				if err := CheckTemplate(*tpl); err != nil {
+					bad(prefix+"merge_commit."+field, "%smerge_commit.%s: %v", prefix, field, err)
+				}
+			}
+		}
+	}
+	checkBranch("", f.Branch)
+	names := make([]string, 0, len(f.BaseBranches))
+	for n := range f.BaseBranches {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		checkBranch("base_branches."+n+".", f.BaseBranches[n])
+	}
+	return ps
+}
+
+func keyOfLabel(f File, l string) string {
+	for _, x := range f.TriggerLabels {
+		if x == l {
+			return "trigger_labels"
+		}
+	}
+	for _, x := range f.BlockingLabels {
+		if x == l {
+			return "blocking_labels"
+		}
+	}
+	return "priority_labels"
+}
+
+// lineOf finds the line of the value at path in a mapping (the key's line
+// when the value has none); 0 when not found.
+func lineOf(n *yaml.Node, path []string) int {
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for len(path) > 0 {
+		if n.Kind != yaml.MappingNode {
+			return n.Line
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == path[0] {
+				n, path, found = n.Content[i+1], path[1:], true
+				break
+			}
+		}
+		if !found {
+			return 0
+		}
+	}
+	return n.Line
+}
+
+// Update methods of a branch behind a base that requires up-to-date
+// branches.
+const (
+	UpdateMerge  = "merge"  // GitHub's update-branch: the base merged into the head
+	UpdateRebase = "rebase" // the head rebased onto the base
+)
+
+// ParseTimeout reads check_timeout: a Go duration ("90m", "1h30m"), or
+// 0 / "never" to wait forever.
+func ParseTimeout(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "0" || s == "never" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want a duration such as 30m or 2h, or never")
+	}
+	return d, nil
+}

@@ -1,0 +1,207 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/policy"
+	"github.com/mergegate/mergegate/rules"
+)
+
+// permissionTTL is how long a user's permission on a repository is kept:
+// commands come in bursts from the same people.
+const permissionTTL = 10 * time.Minute
+
+// runCommands carries out k's "@mergegate ..." commands, oldest first,
+// before the queue moves: only from users who may write to the
+// repository (GitHub's collaborator permission, kept permissionTTL).
+// Each command is answered with a reaction, or a reply when refused, and
+// recorded in the audit log. An error from GitHub leaves the command for
+// the next sync.
+func (s *Syncer) runCommands(ctx context.Context, l *leasedo.Lease) error {
+	k := l.Key
+	cmds, err := s.store.Commands(ctx, k)
+	if err != nil || len(cmds) == 0 {
+		return err
+	}
+	for _, c := range cmds {
+		err := s.runCommand(ctx, l, c)
+		if _, limited := forge.IsRateLimited(err); err == nil || limited || forge.IsTransient(err) || ctx.Err() != nil || errors.Is(err, leasedo.ErrLeaseLost) {
+			if err != nil {
+				return err // tried again at the next sync
+			}
+			continue
+		}
+		// GitHub refused it for good (a pull request gone, a permission
+		// the App lacks): said once, and the queue goes on.
+		s.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", c.PRNumber).Str("command", c.Command).
+			Msg("command dropped: GitHub refused what it needs (operator: check the App's permissions)")
+		if err := s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": failed: "+err.Error()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Command) error {
+	k := l.Key
+	log := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", c.PRNumber).Str("by", c.Author).Str("command", c.Command).Logger()
+	perm, err := s.permission(ctx, k, c.Author)
+	if err != nil {
+		return err
+	}
+	if c.Command == "label" {
+		return s.checkLabel(ctx, l, c, perm)
+	}
+	if !perm.CanWrite() {
+		log.Info().Str("permission", perm.Role).Msg("command refused: the author may not write to the repository")
+		return s.refuse(ctx, l, c, fmt.Sprintf("@%s: only people who can write to this repository can give mergegate commands (your role here is %s).",
+			c.Author, roleName(perm)), "refused: @"+c.Author+" may not write to the repository")
+	}
+	pol := s.policies.Get(k)
+	switch c.Command {
+	case "queue":
+		pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, c.PRNumber)
+		if err != nil {
+			return err
+		}
+		opts := pol.Options()
+		if why := rules.Ineligibility(rules.Eligibility{State: pr.State, Draft: pr.Draft, Base: pr.BaseRef, AutoMerge: true}, withAutoMerge(opts)); why != "" {
+			return s.refuse(ctx, l, c, fmt.Sprintf("@%s: mergegate cannot queue this pull request: %s.", c.Author, why), "refused: "+why)
+		}
+		// The trigger label, as if added by hand: the queue's own rule
+		// (eligible while labelled) keeps it, and cancel removes it.
+		if labels := opts.Labels(); len(labels) > 0 && opts.TriggerOf(pr.Labels) == "" {
+			if err := s.gh.AddLabel(ctx, k.Tenant, k.Repo, c.PRNumber, labels[0]); err != nil {
+				return err
+			}
+		}
+		rank, name := policy.PriorityOf(pol.Config.PriorityLabels, pr.Labels)
+		if _, err := s.store.Join(ctx, l, c.PRNumber, leasedo.Details{Sha: pr.HeadSHA, Base: pr.BaseRef, Priority: &rank, PriorityName: name,
+			Reason: "@" + c.Author + ": @mergegate queue"}); err != nil {
+			return err
+		}
+	case "cancel":
+		for _, label := range pol.Options().Labels() {
+			if err := s.gh.RemoveLabel(ctx, k.Tenant, k.Repo, c.PRNumber, label); err != nil {
+				return err
+			}
+		}
+		if err := s.store.Leave(ctx, l, c.PRNumber, "cancelled by @"+c.Author); err != nil {
+			return err
+		}
+	case "refresh":
+		if _, err := s.policies.Refresh(ctx, k, true); err != nil {
+			return err
+		}
+		s.forgetRepo(k)
+		if _, err := s.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked); err != nil {
+			return err
+		}
+	case "priority":
+		rank, name := map[string]int{"high": policy.PriorityHigh, "normal": policy.PriorityNormal, "low": policy.PriorityLow}[c.Arg], c.Arg
+		if c.Arg == "normal" {
+			name = ""
+		}
+		if _, err := s.store.SetPriority(ctx, l, c.PRNumber, rank, name); err != nil {
+			return err
+		}
+	default:
+		return s.refuse(ctx, l, c, fmt.Sprintf("@%s: mergegate did not understand %q. It knows `@mergegate queue`, `@mergegate cancel`, `@mergegate refresh` and `@mergegate priority high|normal|low`.",
+			c.Author, c.Arg), "refused: not a command")
+	}
+	log.Info().Str("arg", c.Arg).Msg("command carried out")
+	if c.CommentID != 0 {
+		if err := s.gh.React(ctx, k.Tenant, k.Repo, c.CommentID, "+1"); err != nil && !forge.IsNotFound(err) {
+			return err
+		}
+	}
+	return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+" "+c.Arg)
+}
+
+// refuse replies to a refused command and records it.
+func (s *Syncer) refuse(ctx context.Context, l *leasedo.Lease, c leasedo.Command, reply, outcome string) error {
+	k := l.Key
+	if err := s.gh.Comment(ctx, k.Tenant, k.Repo, c.PRNumber, reply); err != nil && !forge.IsNotFound(err) {
+		return err
+	}
+	return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": "+outcome)
+}
+
+// checkLabel: under label_requires_write, a trigger label added by someone
+// who may not write to the repository (the Triage role may add labels)
+// does not queue the pull request: it leaves, the label is removed, and
+// they are told why.
+func (s *Syncer) checkLabel(ctx context.Context, l *leasedo.Lease, c leasedo.Command, perm forge.Permission) error {
+	if perm.CanWrite() {
+		return s.store.CommandDone(ctx, l, c, "trigger label added by @"+c.Author+", who may write")
+	}
+	k := l.Key
+	for _, label := range s.policies.Get(k).Options().Labels() {
+		if err := s.gh.RemoveLabel(ctx, k.Tenant, k.Repo, c.PRNumber, label); err != nil {
+			return err
+		}
+	}
+	if err := s.store.Leave(ctx, l, c.PRNumber, "the trigger label was added by @"+c.Author+", who may not write to the repository (label_requires_write)"); err != nil {
+		return err
+	}
+	s.log.Info().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", c.PRNumber).Str("by", c.Author).Msg("trigger label refused: its author may not write to the repository (label_requires_write)")
+	return s.refuse(ctx, l, c, fmt.Sprintf("@%s: this repository queues pull requests only when someone who can write to it adds the label (your role here is %s); the label was removed.",
+		c.Author, roleName(perm)), "label refused")
+}
+
+func roleName(p forge.Permission) string {
+	if p.Role != "" {
+		return p.Role
+	}
+	return p.Permission
+}
+
+// withAutoMerge: queue by command ignores the triggers (the command is the
+// trigger) but keeps the other rules (open, not a draft, a base with a
+// queue).
+func withAutoMerge(o rules.Options) rules.Options {
+	o.AutoMergeTrigger = true
+	return o
+}
+
+// permission returns user's permission on k, kept permissionTTL.
+func (s *Syncer) permission(ctx context.Context, k leasedo.Key, user string) (forge.Permission, error) {
+	key := k.String() + "@" + user
+	now := s.clock.Now()
+	s.mu.Lock()
+	c, ok := s.perms[key]
+	s.mu.Unlock()
+	if ok && now.Sub(c.at) < permissionTTL && now.Sub(c.at) >= 0 {
+		return c.v, nil
+	}
+	p, err := s.gh.UserPermission(ctx, k.Tenant, k.Repo, user)
+	if err != nil {
+		return p, err
+	}
+	s.mu.Lock()
+	s.perms[key] = cached[forge.Permission]{v: p, at: now}
+	s.mu.Unlock()
+	return p, nil
+}
+
+// forgetRepo drops what the Syncer keeps of k (rules, methods): refresh.
+func (s *Syncer) forgetRepo(k leasedo.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.methods, k.String())
+	for key := range s.rules {
+		if len(key) > len(k.String()) && key[:len(k.String())+1] == k.String()+"@" {
+			delete(s.rules, key)
+		}
+	}
+	for key := range s.perms {
+		if len(key) > len(k.String()) && key[:len(k.String())+1] == k.String()+"@" {
+			delete(s.perms, key)
+		}
+	}
+}

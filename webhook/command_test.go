@@ -1,0 +1,83 @@
+package webhook
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
+)
+
+func TestCommands(t *testing.T) {
+	got := Commands("Looks good.\n@mergegate queue\n  @MergeGate priority HIGH\n> @mergegate cancel\n@mergegate priority urgent\n@mergegate\n@mergegatebot queue\n@mergegate refresh please")
+	want := []Command{
+		{Name: "queue"},
+		{Name: "priority", Arg: "high"},
+		{Name: "invalid", Arg: "@mergegate priority urgent"},
+		{Name: "invalid", Arg: "@mergegate"},
+		{Name: "invalid", Arg: "@mergegate refresh please"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Commands:\n got  %+v\n want %+v", got, want)
+	}
+}
+
+// issueCommentExample is GitHub's issue_comment example (octokit/webhooks):
+// comment 492700400 by Codertocat on issue #1.
+const issueCommentExample = "issue_comment/created.with-installation.payload.json"
+
+// comment edits GitHub's example: the comment's body and its author's
+// type; onPR makes issue #1 a pull request, as GitHub marks one: an
+// issue.pull_request object (url, html_url, diff_url, patch_url,
+// merged_at), absent on a plain issue.
+func comment(body, userType string, onPR bool) func(m map[string]any) {
+	return func(m map[string]any) {
+		issue := m["issue"].(map[string]any)
+		if onPR {
+			issue["html_url"] = "https://github.com/Codertocat/Hello-World/pull/1"
+			issue["pull_request"] = map[string]any{
+				"url":       "https://api.github.com/repos/Codertocat/Hello-World/pulls/1",
+				"html_url":  "https://github.com/Codertocat/Hello-World/pull/1",
+				"diff_url":  "https://github.com/Codertocat/Hello-World/pull/1.diff",
+				"patch_url": "https://github.com/Codertocat/Hello-World/pull/1.patch",
+				"merged_at": nil,
+			}
+		}
+		c := m["comment"].(map[string]any)
+		c["body"] = body
+		c["user"].(map[string]any)["type"] = userType
+	}
+}
+
+func TestTranslateIssueComment(t *testing.T) {
+	tr := translateFixture(t, "issue_comment", issueCommentExample, rules.DefaultOptions(), comment("Thanks!\n@mergegate priority low", "User", true))
+	if len(tr.Events) != 1 {
+		t.Fatalf("translation = %+v", tr)
+	}
+	ev := tr.Events[0]
+	if ev.Op != leasedo.OpCommand || ev.PRNumber != 1 || ev.Details.Command != "priority" || ev.Details.Arg != "low" || ev.Details.By != "Codertocat" || ev.Details.CommentID != 492700400 {
+		t.Errorf("event = %+v %+v", ev, ev.Details)
+	}
+	for name, edit := range map[string]func(m map[string]any){
+		"GitHub's example as it stands":  func(map[string]any) {},
+		"a comment on an issue":          comment("@mergegate queue", "User", false),
+		"a comment by a bot":             comment("@mergegate queue", "Bot", true),
+		"no @mergegate command":          comment("LGTM", "User", true),
+		"issue_comment action \"edited":  func(m map[string]any) { comment("@mergegate queue", "User", true)(m); m["action"] = "edited" },
+		"issue_comment action \"deleted": func(m map[string]any) { comment("@mergegate queue", "User", true)(m); m["action"] = "deleted" },
+	} {
+		tr := translateFixture(t, "issue_comment", issueCommentExample, rules.DefaultOptions(), edit)
+		if len(tr.Events) != 0 || tr.Ignored == "" {
+			t.Errorf("%s: %+v", name, tr)
+		}
+	}
+}
+
+// label_requires_write: a labeled join carries who added the label.
+func TestLabelRequiresWriteCarriesTheSender(t *testing.T) {
+	opt := rules.Options{TriggerLabels: []string{"bug"}, LabelRequiresWrite: true}
+	tr := translateFixture(t, "pull_request", "pull_request/labeled.payload.json", opt, func(map[string]any) {})
+	if len(tr.Events) != 2 || tr.Events[1].Op != leasedo.OpCommand || tr.Events[1].Details.Command != "label" || tr.Events[1].Details.By != "Codertocat" {
+		t.Errorf("events = %+v", tr.Events)
+	}
+}
