@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
@@ -171,22 +173,9 @@ func withAutoMerge(o rules.Options) rules.Options {
 
 // permission returns user's permission on k, kept permissionTTL.
 func (s *Syncer) permission(ctx context.Context, k leasedo.Key, user string) (forge.Permission, error) {
-	key := k.String() + "@" + user
-	now := s.clock.Now()
-	s.mu.Lock()
-	c, ok := s.perms[key]
-	s.mu.Unlock()
-	if ok && now.Sub(c.at) < permissionTTL && now.Sub(c.at) >= 0 {
-		return c.v, nil
-	}
-	p, err := s.gh.UserPermission(ctx, k.Tenant, k.Repo, user)
-	if err != nil {
-		return p, err
-	}
-	s.mu.Lock()
-	s.perms[key] = cached[forge.Permission]{v: p, at: now}
-	s.mu.Unlock()
-	return p, nil
+	return readThrough(s, s.perms, k.String()+"@"+user, permissionTTL, func() (forge.Permission, error) {
+		return s.gh.UserPermission(ctx, k.Tenant, k.Repo, user)
+	})
 }
 
 // forgetRepo drops what the Syncer keeps of k (rules, methods): refresh.
@@ -194,14 +183,7 @@ func (s *Syncer) forgetRepo(k leasedo.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.methods, k.String())
-	for key := range s.rules {
-		if len(key) > len(k.String()) && key[:len(k.String())+1] == k.String()+"@" {
-			delete(s.rules, key)
-		}
-	}
-	for key := range s.perms {
-		if len(key) > len(k.String()) && key[:len(k.String())+1] == k.String()+"@" {
-			delete(s.perms, key)
-		}
-	}
+	repo := k.String() + "@"
+	maps.DeleteFunc(s.rules, func(key string, _ cached[forge.Required]) bool { return strings.HasPrefix(key, repo) })
+	maps.DeleteFunc(s.perms, func(key string, _ cached[forge.Permission]) bool { return strings.HasPrefix(key, repo) })
 }

@@ -81,6 +81,38 @@ type cached[T any] struct {
 	at time.Time
 }
 
+// fresh returns what m keeps under key when it was kept less than ttl
+// ago (a clock that went back makes it stale). The caller holds s.mu.
+func fresh[T any](m map[string]cached[T], key string, now time.Time, ttl time.Duration) (T, bool) {
+	c, ok := m[key]
+	if age := now.Sub(c.at); !ok || age < 0 || age >= ttl {
+		var zero T
+		return zero, false
+	}
+	return c.v, true
+}
+
+// readThrough returns what m keeps under key while fresh, or else what
+// read answers, which it keeps. s.mu is not held across read (a GitHub
+// call).
+func readThrough[T any](s *Syncer, m map[string]cached[T], key string, ttl time.Duration, read func() (T, error)) (T, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	v, ok := fresh(m, key, now, ttl)
+	s.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := read()
+	if err != nil {
+		return v, err
+	}
+	s.mu.Lock()
+	m[key] = cached[T]{v: v, at: now}
+	s.mu.Unlock()
+	return v, nil
+}
+
 // NewSyncer returns a Syncer; zero fields of cfg take their defaults.
 func NewSyncer(cfg SyncConfig) *Syncer {
 	if cfg.Clock == nil {
@@ -519,22 +551,9 @@ func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, 
 
 // rulesOf reads a base branch's rules, kept for a minute.
 func (s *Syncer) rulesOf(ctx context.Context, k leasedo.Key, branch string) (forge.Required, error) {
-	key := k.String() + "@" + branch
-	now := s.clock.Now()
-	s.mu.Lock()
-	c, ok := s.rules[key]
-	s.mu.Unlock()
-	if ok && now.Sub(c.at) < rulesCacheTTL && now.Sub(c.at) >= 0 {
-		return c.v, nil
-	}
-	req, err := s.gh.RequiredChecks(ctx, k.Tenant, k.Repo, branch)
-	if err != nil {
-		return forge.Required{}, err
-	}
-	s.mu.Lock()
-	s.rules[key] = cached[forge.Required]{v: req, at: now}
-	s.mu.Unlock()
-	return req, nil
+	return readThrough(s, s.rules, k.String()+"@"+branch, rulesCacheTTL, func() (forge.Required, error) {
+		return s.gh.RequiredChecks(ctx, k.Tenant, k.Repo, branch)
+	})
 }
 
 // methodsOf returns the repository's merge methods, read when not known.
@@ -553,14 +572,12 @@ func (s *Syncer) methodsOf(ctx context.Context, k leasedo.Key) (forge.MergeMetho
 // knownMethods returns the repository's merge methods when they were read
 // within methodsCacheTTL, else nil.
 func (s *Syncer) knownMethods(k leasedo.Key) *forge.MergeMethods {
-	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.methods[k.String()]
-	if !ok || now.Sub(c.at) >= methodsCacheTTL || now.Sub(c.at) < 0 {
+	m, ok := fresh(s.methods, k.String(), s.clock.Now(), methodsCacheTTL)
+	if !ok {
 		return nil
 	}
-	m := c.v
 	return &m
 }
 
