@@ -52,14 +52,15 @@ func IsNotMergeable(err error) bool {
 
 // IsHeadModified reports whether err says the PR's head is no longer the
 // sha that was sent: 409 on merge, or 422 "expected head sha didn't match"
-// on update-branch.
+// on update-branch ("expected head oid" from the GraphQL rebase).
 func IsHeadModified(err error) bool {
 	var me *MergeError
 	if !errors.As(err, &me) {
 		return false
 	}
 	return me.Status == http.StatusConflict ||
-		(me.Status == http.StatusUnprocessableEntity && strings.Contains(strings.ToLower(me.Message), "expected head sha"))
+		(me.Status == http.StatusUnprocessableEntity && (strings.Contains(strings.ToLower(me.Message), "expected head sha") ||
+			strings.Contains(strings.ToLower(me.Message), "expected head oid")))
 }
 
 // AuthorMessage returns one sentence for the PR's author when err is

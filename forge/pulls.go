@@ -12,7 +12,9 @@ import (
 
 // PR is the part of a GitHub pull request mergegate uses.
 type PR struct {
-	Number  int
+	Number int
+	// NodeID is the PR's GraphQL id (node_id), for RebaseBranch.
+	NodeID  string
 	Title   string
 	Body    string
 	State   string // "open" or "closed"
@@ -232,6 +234,7 @@ func (c *Client) RemoveLabel(ctx context.Context, tenant, repo string, number in
 func toPR(p *github.PullRequest) PR {
 	pr := PR{
 		Number:         p.GetNumber(),
+		NodeID:         p.GetNodeID(),
 		Title:          p.GetTitle(),
 		Body:           p.GetBody(),
 		State:          p.GetState(),

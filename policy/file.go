@@ -383,14 +383,9 @@ func check(name string, root *yaml.Node, f File) Problems {
 			}
 		}
 		switch {
-		case b.UpdateMethod == nil || *b.UpdateMethod == UpdateMerge:
-		case *b.UpdateMethod == UpdateRebase:
-			// GitHub's REST update-branch only merges; the GraphQL
-			// mutation that rebases is not used yet. Refused rather than
-			// silently merged.
-			bad(prefix+"update_method", "%supdate_method rebase is not supported yet (GitHub's update-branch merges the base into the branch): use merge, or leave it out", prefix)
+		case b.UpdateMethod == nil || *b.UpdateMethod == UpdateMerge || *b.UpdateMethod == UpdateRebase:
 		default:
-			bad(prefix+"update_method", "%supdate_method %q: want merge", prefix, *b.UpdateMethod)
+			bad(prefix+"update_method", "%supdate_method %q: want merge or rebase", prefix, *b.UpdateMethod)
 		}
 		if b.CheckTimeout != nil {
 			if _, err := ParseTimeout(*b.CheckTimeout); err != nil {
@@ -461,8 +456,8 @@ func lineOf(n *yaml.Node, path []string) int {
 // Update methods of a branch behind a base that requires up-to-date
 // branches.
 const (
-	UpdateMerge  = "merge"  // GitHub's update-branch: the base merged into the head
-	UpdateRebase = "rebase" // the head rebased onto the base
+	UpdateMerge  = "merge"  // GitHub's REST update-branch: the base merged into the head
+	UpdateRebase = "rebase" // GraphQL updatePullRequestBranch REBASE: the head rebased onto the base
 )
 
 // ParseTimeout reads check_timeout: a Go duration ("90m", "1h30m"), or

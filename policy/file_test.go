@@ -49,6 +49,7 @@ base_branches:
     frozen: true
     freeze_message: release in progress
     check_timeout: never
+    update_method: rebase
 `)
 	main := e.For("main")
 	if got := main.Triggers.Labels(); !reflect.DeepEqual(got, []string{"ship-it", "lgtm"}) || main.Triggers.AutoMergeTrigger {
@@ -73,7 +74,7 @@ base_branches:
 	if rel.MergeMethod != "merge" || rel.MethodFrom != "base_branches.release-1.x.merge_method in .github/mergegate.yml" {
 		t.Errorf("release merge method %q from %q", rel.MergeMethod, rel.MethodFrom)
 	}
-	if !rel.Frozen || rel.FreezeMessage != "release in progress" || rel.CheckTimeout != 0 || rel.UpdateMethod != "merge" {
+	if !rel.Frozen || rel.FreezeMessage != "release in progress" || rel.CheckTimeout != 0 || rel.UpdateMethod != "rebase" {
 		t.Errorf("release = %+v", rel)
 	}
 }
@@ -123,10 +124,7 @@ func TestProblems(t *testing.T) {
 			[]string{name + `:3: base_branches.main.merge_method "squish": want merge, squash or rebase`}},
 		{"an update method that does not exist",
 			"update_method: squash\n",
-			[]string{name + `:1: update_method "squash": want merge`}},
-		{"rebase, which GitHub's update-branch cannot do",
-			"update_method: rebase\n",
-			[]string{name + `:1: update_method rebase is not supported yet (GitHub's update-branch merges the base into the branch): use merge, or leave it out`}},
+			[]string{name + `:1: update_method "squash": want merge or rebase`}},
 		{"a timeout that is no duration",
 			"check_timeout: an hour\n",
 			[]string{name + `:1: check_timeout "an hour": want a duration such as 30m or 2h, or never`}},

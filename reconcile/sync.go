@@ -12,6 +12,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/policy"
 	"github.com/mergegate/mergegate/rules"
 )
 
@@ -413,9 +414,23 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			handled[it.PRNumber] = true
 			return false, s.nextRetry(k, it.PRNumber), nil
 		}
-		err := s.gh.UpdateBranch(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha)
+		method := s.policyOf(k, it.BaseRef).UpdateMethod
+		var err error
+		if method == policy.UpdateRebase {
+			// GraphQL: the REST update-branch only merges. The rebase
+			// rewrites the head's commits; their checks run again on the
+			// new head, which is gated like any push.
+			nodeID := ""
+			if f.PR != nil {
+				nodeID = f.PR.NodeID
+			}
+			_, err = s.gh.RebaseBranch(ctx, k.Tenant, k.Repo, it.PRNumber, nodeID, it.PRSha)
+		} else {
+			method = policy.UpdateMerge
+			err = s.gh.UpdateBranch(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha)
+		}
 		if err == nil {
-			log.Info().Str("base", it.BaseRef).Msg("branch behind its base: asked GitHub to update it")
+			log.Info().Str("base", it.BaseRef).Str("update_method", method).Msg("branch behind its base: asked GitHub to update it")
 			if s.cfg.Observer != nil {
 				s.cfg.Observer.BranchUpdated(k)
 			}

@@ -168,7 +168,8 @@ const (
 	// Wait: nothing to do until an event, the next pass or, with Retry, a
 	// short pause; Status and Reason are recorded.
 	Wait Kind = iota
-	// UpdateBranch asks GitHub to merge the base into the head branch.
+	// UpdateBranch asks GitHub to bring the head branch up to date with
+	// its base: merged in, or rebased onto it (Policy.UpdateMethod).
 	UpdateBranch
 	// Merge merges the head at its tested sha with Method.
 	Merge

@@ -252,31 +252,46 @@ func (s *Server) updateBranch(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
+	status, msg := s.branchUpdate(rp, pr, body.ExpectedHeadSHA, "update")
+	if status != 0 {
+		writeError(w, status, msg)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, obj{
+		"message": "Updating pull request branch.",
+		"url":     fmt.Sprintf("%s%s/pull/%d", htmlBase, rp.fullName, pr.Number),
+	})
+}
+
+// branchUpdate is update-branch's and updatePullRequestBranch's logic:
+// GitHub's refusal (status and message), or 0 after giving the PR a new
+// head. kind is "update" (the base merged in) or "rebase".
+func (s *Server) branchUpdate(rp *repo, pr *PR, expectedHeadSHA, kind string) (int, string) {
 	switch {
 	case pr.State != "open":
-		writeError(w, http.StatusUnprocessableEntity, MsgUpdateClosed)
-	case body.ExpectedHeadSHA != "" && body.ExpectedHeadSHA != pr.HeadSHA:
-		writeError(w, http.StatusUnprocessableEntity, MsgExpectedHeadSHA)
+		return http.StatusUnprocessableEntity, MsgUpdateClosed
+	case expectedHeadSHA != "" && expectedHeadSHA != pr.HeadSHA:
+		return http.StatusUnprocessableEntity, MsgExpectedHeadSHA
 	case pr.Fork && !pr.MaintainerCanModify:
-		writeError(w, http.StatusForbidden, MsgHeadRepoPermission)
+		return http.StatusForbidden, MsgHeadRepoPermission
 	case pr.TouchesWorkflows && !s.workflows:
-		writeError(w, http.StatusForbidden, fmt.Sprintf(MsgWorkflowsFormat, workflowFile))
+		return http.StatusForbidden, fmt.Sprintf(MsgWorkflowsFormat, workflowFile)
 	case pr.Unmergeable:
-		writeError(w, http.StatusUnprocessableEntity, MsgUpdateConflict)
+		return http.StatusUnprocessableEntity, MsgUpdateConflict
 	case !pr.Behind:
-		writeError(w, http.StatusUnprocessableEntity, MsgNoNewCommits)
-	default:
-		from := pr.HeadSHA
-		pr.HeadSHA = DeriveSHA(from, "update")
-		pr.Behind = false
-		pr.UpdatedAt = s.now()
-		pr.unknownReads = s.unknownReads
-		s.rec.updates = append(s.rec.updates, BranchUpdate{Repo: rp.fullName, PRNumber: pr.Number, FromSHA: from, ToSHA: pr.HeadSHA})
-		writeJSON(w, http.StatusAccepted, obj{
-			"message": "Updating pull request branch.",
-			"url":     fmt.Sprintf("%s%s/pull/%d", htmlBase, rp.fullName, pr.Number),
-		})
+		return http.StatusUnprocessableEntity, MsgNoNewCommits
 	}
+	method := "merge"
+	if kind == "rebase" {
+		method = "rebase"
+	}
+	from := pr.HeadSHA
+	pr.HeadSHA = DeriveSHA(from, kind)
+	pr.Behind = false
+	pr.UpdatedAt = s.now()
+	pr.unknownReads = s.unknownReads
+	s.rec.updates = append(s.rec.updates, BranchUpdate{Repo: rp.fullName, PRNumber: pr.Number, FromSHA: from, ToSHA: pr.HeadSHA, Method: method})
+	return 0, ""
 }
 
 func (s *Server) getProtection(w http.ResponseWriter, r *http.Request) {

@@ -20,12 +20,14 @@ type Merge struct {
 	Message string `json:"message,omitempty"`
 }
 
-// BranchUpdate is a successful update-branch.
+// BranchUpdate is a successful update-branch (REST, Method merge) or
+// GraphQL updatePullRequestBranch (Method merge or rebase).
 type BranchUpdate struct {
 	Repo     string `json:"repo"`
 	PRNumber int    `json:"prNumber"`
 	FromSHA  string `json:"fromSha"`
 	ToSHA    string `json:"toSha"`
+	Method   string `json:"method"` // "merge" or "rebase"
 }
 
 // Comment is a comment posted on a PR.

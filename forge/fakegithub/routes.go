@@ -49,7 +49,7 @@ func Routes() []string {
 		RouteManifestConversion, RouteWebNewApp, RouteWebNewOrgApp,
 		RouteListDeliveries, RouteRedeliver,
 		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef, RouteAddLabels,
-		RouteListPullCommits,
+		RouteListPullCommits, RouteGraphQL,
 	}
 }
 
@@ -85,6 +85,7 @@ func (s *Server) routes() {
 		RouteDeleteRef:          s.deleteRef,
 		RouteAddLabels:          s.addLabels,
 		RouteListPullCommits:    s.listPullCommits,
+		RouteGraphQL:            s.graphQL,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")
@@ -96,6 +97,9 @@ func (s *Server) routes() {
 			path = strings.Replace(path, "{path}", "{path...}", 1)
 		case RouteDeleteRef:
 			path = strings.Replace(path, "{ref}", "{ref...}", 1)
+		case RouteGraphQL:
+			s.mux.HandleFunc(method+" "+s.graphQLPath(), h)
+			continue
 		}
 		s.mux.HandleFunc(method+" "+s.prefix+path, h)
 	}
@@ -108,6 +112,9 @@ func (s *Server) routeOf(pattern string) string {
 	method, path, ok := strings.Cut(pattern, " ")
 	if !ok {
 		return ""
+	}
+	if method+" "+path == "POST "+s.graphQLPath() {
+		return RouteGraphQL
 	}
 	path = strings.TrimPrefix(path, s.prefix)
 	for _, p := range []string{"branch", "path", "ref"} {
