@@ -197,7 +197,10 @@ func RefusalOf(err error) (r Refusal, message string, ok bool) {
 		return RefusedMergeQueue, message, true
 	case has("not authorized to push", "resource not accessible", "permission to update head repository", "head repository does not exist"):
 		return RefusedNotAuthorized, message, true
-	case has("base branch was modified"):
+	case has("base branch was modified", "rebase not prepared"):
+		// GitHub is still settling: after a push, the GraphQL rebase can
+		// answer "rebase not prepared" for a moment (cli/cli's users quote
+		// it); both are tried again shortly.
 		return RefusedBaseModified, message, true
 	case status == http.StatusConflict, has("expected head sha", "expected head oid", "head branch was modified"):
 		return RefusedHeadModified, message, true

@@ -52,6 +52,12 @@ func (l *limiter) check() *RateLimitError {
 func (l *limiter) observe(resp *http.Response, body []byte) *RateLimitError {
 	now := l.clock()
 	h := resp.Header
+	if strings.EqualFold(h.Get("X-Ratelimit-Resource"), "graphql") {
+		// The GraphQL API (the branch rebase) has a quota of its own: its
+		// headers say nothing of the REST quota this limiter guards, and
+		// its limit is answered as a GraphQL error (a transient one).
+		return nil
+	}
 	remaining, remOK := headerInt(h, "X-Ratelimit-Remaining")
 	resetUnix, resetOK := headerInt(h, "X-Ratelimit-Reset")
 	var reset time.Time

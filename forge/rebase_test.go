@@ -100,3 +100,25 @@ func testRebaseBranch(t *testing.T, prefix string) {
 
 func TestRebaseBranch(t *testing.T)           { testRebaseBranch(t, "") }
 func TestRebaseBranchEnterprise(t *testing.T) { testRebaseBranch(t, "/api/v3") }
+
+// A rebase goes through GraphQL, whose quota is its own: its answers cost
+// no REST point and their rate headers (resource "graphql") do not move
+// what the client knows of the REST quota.
+func TestRebaseLeavesTheRESTQuotaAlone(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.gh.SetRequired(repo, "main", nil, true)
+	e.gh.AddPR(repo, fakegithub.PR{Number: 8, HeadSHA: "old"})
+	e.gh.SetBehind(repo, 8, true)
+	e.gh.SetRateLimit(tenant, 5000, 10)
+	pr, err := e.c.GetPR(e.ctx, tenant, repo, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := e.c.RateRemaining(tenant)
+	if _, err := e.c.RebaseBranch(e.ctx, tenant, repo, 8, pr.NodeID, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if after, _, _ := e.c.RateRemaining(tenant); after != before {
+		t.Errorf("REST points remaining %d -> %d across a rebase, want unchanged (GraphQL has its own quota)", before, after)
+	}
+}

@@ -28,6 +28,7 @@ func TestRefusalOf(t *testing.T) {
 		{merge(409, "Head branch was modified. Review and try the merge again."), forge.RefusedHeadModified},
 		{update(422, "expected head sha didn't match current head ref."), forge.RefusedHeadModified},
 		{merge(405, "Base branch was modified. Review and try the merge again."), forge.RefusedBaseModified},
+		{update(422, "rebase not prepared"), forge.RefusedBaseModified}, // the GraphQL rebase, right after a push
 		{merge(405, "Head branch is not up to date with the base branch"), forge.RefusedBehind},
 		{merge(405, "At least 1 approving review is required by reviewers with write access."), forge.RefusedReview},
 		{merge(405, "At least 2 approving reviews are required by reviewers with write access."), forge.RefusedReview},

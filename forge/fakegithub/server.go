@@ -301,9 +301,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Rate-limit points are per installation token; App (JWT) requests and
-	// GET /rate_limit cost nothing here.
+	// GET /rate_limit cost nothing here, and GraphQL has a quota of its own
+	// (graphQLRateHeaders).
 	rateTenant := tenant
-	if route == RouteCreateToken {
+	if route == RouteCreateToken || route == RouteGraphQL {
 		rateTenant = ""
 	}
 
@@ -374,6 +375,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	s.rateHeaders(w.Header(), rateTenant)
+	if route == RouteGraphQL {
+		graphQLRateHeaders(w.Header(), s.now())
+	}
 	s.record(r, route, tenant, rec.status, false, false)
 	w.WriteHeader(rec.status)
 	w.Write(rec.body.Bytes())
@@ -454,6 +458,17 @@ func (s *Server) rateHeaders(h http.Header, tenant string) {
 	h.Set("X-Ratelimit-Used", strconv.Itoa(t.used))
 	h.Set("X-Ratelimit-Reset", strconv.FormatInt(t.reset.Unix(), 10))
 	h.Set("X-Ratelimit-Resource", "core")
+}
+
+// graphQLRateHeaders are GitHub's rate headers on a GraphQL answer: the
+// GraphQL quota ("graphql"), apart from the REST one ("core"). The fake
+// does not count it.
+func graphQLRateHeaders(h http.Header, now time.Time) {
+	h.Set("X-Ratelimit-Limit", "5000")
+	h.Set("X-Ratelimit-Remaining", "4999")
+	h.Set("X-Ratelimit-Used", "1")
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(now.Add(time.Hour).Unix(), 10))
+	h.Set("X-Ratelimit-Resource", "graphql")
 }
 
 // RateLimitUsed returns the rate-limit points spent in the current window,
