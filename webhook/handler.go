@@ -392,6 +392,10 @@ func (h *handler) log(o outcome) {
 		ev = h.cfg.Logger.Error()
 	case o.status >= 400:
 		ev = h.cfg.Logger.Warn()
+	case o.status == http.StatusAccepted:
+		// Stored: the engine's "delivery applied" line, at info, says
+		// what became of it; at info a delivery is one line.
+		ev = h.cfg.Logger.Debug()
 	default:
 		ev = h.cfg.Logger.Info()
 	}

@@ -117,6 +117,29 @@ func TestStored(t *testing.T) {
 	}
 }
 
+// At info, a stored delivery's line is the engine's "delivery applied":
+// the handler's own line for it (and for a redelivery of it, a duplicate)
+// is at debug, while a refused delivery is still told at warn.
+func TestLogLevelsPerOutcome(t *testing.T) {
+	levels := func(th *testHandler) []string {
+		var out []string
+		for _, line := range strings.Split(strings.TrimSpace(th.logs.String()), "\n") {
+			var v struct{ Level string }
+			if json.Unmarshal([]byte(line), &v) == nil {
+				out = append(out, v.Level)
+			}
+		}
+		return out
+	}
+	th := newTestHandler(t)
+	th.serve(delivery{event: "pull_request", id: "d-1", body: []byte(minimal)})
+	th.serve(delivery{event: "pull_request", id: "d-1", body: []byte(minimal)})
+	th.serve(delivery{event: "pull_request", id: "d-2", body: []byte(minimal), signature: "sha256=00"})
+	if got, want := strings.Join(levels(th), ","), "debug,debug,warn"; got != want {
+		t.Errorf("levels of stored, duplicate, forged: %s, want %s\n%s", got, want, th.logs.String())
+	}
+}
+
 func TestRotationThroughHandler(t *testing.T) {
 	secrets, err := ParseSecrets("new-secret," + testSecret)
 	if err != nil {
