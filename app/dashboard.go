@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -215,7 +216,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	renderPage(w, http.StatusOK, "dashboard", pageData{Title: "Merge queues", Nav: "all queues",
-		Refresh: 30, JSON: "/?format=json", Admin: true, D: ov})
+		Refresh: 30, JSON: "/?format=json", Admin: true, DBSize: d.dbSize(), D: ov})
 }
 
 func (d *dashboard) repo(w http.ResponseWriter, r *http.Request) {
@@ -252,7 +253,7 @@ func (d *dashboard) repo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	renderPage(w, http.StatusOK, "repo", pageData{Title: k.Repo, Nav: "installation " + k.Tenant,
-		Refresh: 30, JSON: v.Link + ".json", Admin: true, D: v})
+		Refresh: 30, JSON: v.Link + ".json", Admin: true, DBSize: d.dbSize(), D: v})
 }
 
 // load reads one repository; full adds every delivery and the event log,
@@ -375,6 +376,19 @@ func countText(n, limit int) string {
 		return strconv.Itoa(limit) + "+"
 	}
 	return strconv.Itoa(n)
+}
+
+// dbSize is the database's size on disk as the footer shows it, "" when
+// it cannot be read.
+func (d *dashboard) dbSize() string {
+	n, err := d.cfg.Store.DB().Size()
+	if err != nil {
+		return ""
+	}
+	if n < 1_000_000 {
+		return fmt.Sprintf("%d kB", (n+999)/1000)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }
 
 func (d *dashboard) prURL(k leasedo.Key, pr int) string {

@@ -23,6 +23,7 @@ type pageData struct {
 	Refresh int    // seconds; 0: no reload
 	JSON    string // link to the JSON twin
 	Admin   bool   // on the admin listener (links to /metrics)
+	DBSize  string // the database's size on disk, for the footer ("" leaves it out)
 	D       any
 }
 

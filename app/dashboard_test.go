@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,9 @@ func TestDashboardJSONTwins(t *testing.T) {
 	}
 	if len(ov.Repos) != 1 || ov.Repos[0].Repo != testRepo || ov.Queued != 3 || !ov.Status.GitHub {
 		t.Fatalf("overview = %+v", ov)
+	}
+	if code, page := getBody(t, h.admin+"/"); code != http.StatusOK || !regexp.MustCompile(`database [0-9.]+ (kB|MB) on disk`).MatchString(page) {
+		t.Errorf("GET / = %d; its footer does not give the database's size", code)
 	}
 	r := ov.Repos[0]
 	var got []string

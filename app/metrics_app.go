@@ -45,6 +45,8 @@ var (
 		"When the last reconcile cron pass that ended without error ended (0: none yet).", nil, nil)
 	descCronRuns = prometheus.NewDesc("mergegate_reconcile_runs_total",
 		"Reconcile cron passes ended.", nil, nil)
+	descDBBytes = prometheus.NewDesc("mergegate_db_bytes",
+		"Bytes the SQLite database takes on disk: its file and its WAL.", nil, nil)
 )
 
 // appCollector reads, at scrape time, what lives in the database (queues,
@@ -63,7 +65,7 @@ func (m *Metrics) attach(a *App) {
 func (c appCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueueDepth, descOldest, descLeaseAge, descLeaseHeld, descTracked,
 		descUnapplied, descRate, descRateReset, descWaited, descWait, descOpRequests, descOpNotModified, descConfigured,
-		descCronDuration, descCronSuccess, descCronRuns} {
+		descCronDuration, descCronSuccess, descCronRuns, descDBBytes} {
 		ch <- d
 	}
 }
@@ -82,6 +84,11 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 		configured = 1
 	}
 	gauge(descConfigured, configured)
+	if n, err := a.Store.DB().Size(); err == nil {
+		gauge(descDBBytes, float64(n))
+	} else {
+		a.log.Warn().Err(err).Msg("metrics: database size")
+	}
 	if cron != nil {
 		gauge(descCronDuration, cron.LastDuration().Seconds())
 		last := 0.0

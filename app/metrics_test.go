@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -74,6 +75,11 @@ func TestMetricsNamesAfterAMergeAndABounce(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// The database's size on disk, file and WAL, as the operator's df sees it.
+	size, err := h.app.DB.Size()
+	if m := regexp.MustCompile(`(?m)^mergegate_db_bytes (\S+)$`).FindStringSubmatch(text); err != nil || m == nil || m[1] == "0" {
+		t.Errorf("mergegate_db_bytes = %v (the database takes %d bytes, %v)", m, size, err)
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", text)

@@ -357,6 +357,23 @@ func pingRetryBusy(ctx context.Context, w *sql.DB, busy time.Duration) error {
 // Path is the database file.
 func (db *DB) Path() string { return db.path }
 
+// Size is what the database takes on disk: its file and its WAL (the
+// -shm index is a few pages and is left out).
+func (db *DB) Size() (int64, error) {
+	var n int64
+	for _, p := range []string{db.path, db.path + "-wal"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) && p != db.path {
+			continue // no WAL after a clean close
+		}
+		if err != nil {
+			return 0, fmt.Errorf("database size: %w", err)
+		}
+		n += fi.Size()
+	}
+	return n, nil
+}
+
 // Close closes both pools; the WAL is checkpointed by SQLite on last close.
 func (db *DB) Close() error {
 	if db.ckpt != nil {

@@ -280,6 +280,27 @@ func TestCommitsWriteFewPages(t *testing.T) {
 	}
 }
 
+// Size is the file and its WAL, and grows as deliveries are stored.
+func TestSizeCountsTheFileAndItsWAL(t *testing.T) {
+	s, _ := openTB(t, Options{})
+	stopCheckpointer(t, s.db) // the two files hold still between Size and Stat
+	in := s.NewInbox(0)
+	defer in.Close()
+	before, err := s.db.Size()
+	if err != nil || before <= 0 {
+		t.Fatalf("Size = %d, %v", before, err)
+	}
+	for i := 0; i < 20; i++ {
+		mustEnqueue(t, in, delivery(fmt.Sprintf("s%d", i), key, strings.Repeat("w", 20<<10)))
+	}
+	after, err := s.db.Size()
+	main, _ := os.Stat(s.db.path)
+	wal, _ := os.Stat(s.db.path + "-wal")
+	if err != nil || after <= before || after != main.Size()+wal.Size() {
+		t.Fatalf("Size %d -> %d (%v), want it to grow and be the file (%d) and the WAL (%d)", before, after, err, main.Size(), wal.Size())
+	}
+}
+
 // A webhook's commit that waits for the writer goes before the ordinary
 // writes already waiting (the engine's), so a 202 waits for at most the
 // transaction that holds the writer.
