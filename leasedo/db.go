@@ -95,14 +95,6 @@ type writerTurns struct {
 	first, rest []chan struct{}
 }
 
-// firstWaiting reports whether a "first" request (a webhook's commit)
-// waits for the writer.
-func (g *writerTurns) firstWaiting() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.first) > 0
-}
-
 // acquire waits for the writer.
 func (g *writerTurns) acquire(ctx context.Context, first bool) error {
 	g.mu.Lock()

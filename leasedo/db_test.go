@@ -358,8 +358,10 @@ func TestAWaitingCommitGoesFirst(t *testing.T) {
 	}
 }
 
-func (g *writerTurns) isHeld() bool {
+// firstWaiting reports whether a "first" request (a webhook's commit)
+// waits for the writer.
+func (g *writerTurns) firstWaiting() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held
+	return len(g.first) > 0
 }
