@@ -233,6 +233,9 @@ func TestTwoRepositoriesTwoPolicies(t *testing.T) {
 	open(strict, 2)
 	open(strict, 3, "urgent")
 	open(testRepo, 1, "do-not-merge")
+	// Every pull request is in its queue before any check passes: else a
+	// sync between the joins can find #2 green with #3 not yet queued.
+	h.settle()
 	for _, n := range []int{1, 2, 3} {
 		green(strict, n)
 	}
