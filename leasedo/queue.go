@@ -263,20 +263,24 @@ func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string
 // (reason: the method) and its check run ended with end.
 func (s *Store) MarkMerged(ctx context.Context, l *Lease, pr int, sha, method string, end CheckRunEnd) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		var runID int64
-		err := tx.QueryRowContext(ctx, `SELECT check_run_id FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? ORDER BY queued_at, id LIMIT 1`,
-			l.Key.Tenant, l.Key.Repo, pr).Scan(&runID)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%s: merged #%d: %w", l.Key, pr, err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, l.Key.Tenant, l.Key.Repo, pr); err != nil {
-			return fmt.Errorf("%s: merged #%d: %w", l.Key, pr, err)
-		}
-		if err := endCheckRun(ctx, tx, l.Key, pr, sha, runID, now, end); err != nil {
-			return err
-		}
-		return insertAudit(ctx, tx, l.Key, now, AuditMerge, pr, sha, method)
+		return mergedEntry(ctx, tx, l.Key, pr, sha, method, now, end)
 	})
+}
+
+func mergedEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, method string, now int64, end CheckRunEnd) error {
+	var runID int64
+	err := tx.QueryRowContext(ctx, `SELECT check_run_id FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? ORDER BY queued_at, id LIMIT 1`,
+		k.Tenant, k.Repo, pr).Scan(&runID)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: merged #%d: %w", k, pr, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, k.Tenant, k.Repo, pr); err != nil {
+		return fmt.Errorf("%s: merged #%d: %w", k, pr, err)
+	}
+	if err := endCheckRun(ctx, tx, k, pr, sha, runID, now, end); err != nil {
+		return err
+	}
+	return insertAudit(ctx, tx, k, now, AuditMerge, pr, sha, method)
 }
 
 // Join, Leave and Reevaluate are the event transitions for a sync that

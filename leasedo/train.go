@@ -1,0 +1,208 @@
+package leasedo
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// The states of a train group (docs/trains.md).
+const (
+	GroupPlanned  = "planned"  // members chosen, branch not built
+	GroupBuilding = "building" // its branch is being made from Parent
+	GroupTesting  = "testing"  // built at Head; CI runs on it
+	GroupPassed   = "passed"   // its gate passed; lands when every group ahead has
+	GroupLanding  = "landing"  // being landed on the base
+)
+
+// GroupPR is one member of a group: a pull request at the head that
+// passed its own gate.
+type GroupPR struct {
+	Number int    `json:"n"`
+	SHA    string `json:"sha"`
+}
+
+// Group is one group of a base branch's merge train: pull requests tested
+// together on the branch Branch(), built from Parent (the base's tip, or
+// the head of the group ahead) with each member's head merged in, in order.
+type Group struct {
+	ID      int64     `json:"id"`
+	Base    string    `json:"base"`
+	Seq     int       `json:"seq"`
+	State   string    `json:"state"`
+	PRs     []GroupPR `json:"prs"`
+	Parent  string    `json:"parentSha,omitempty"`
+	Head    string    `json:"headSha,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Split   bool      `json:"split,omitempty"`
+	// BuiltAt is when CI started on Head (epoch ms): check_timeout counts
+	// from it.
+	BuiltAt int64  `json:"builtAt,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// BranchPrefix starts the name of every branch mergegate makes.
+const BranchPrefix = "mergegate/"
+
+// Branch is the group's branch: mergegate/<base>/<id>.
+func (g Group) Branch() string {
+	return BranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
+}
+
+// Numbers lists the members' numbers, in order.
+func (g Group) Numbers() []int {
+	out := make([]int, len(g.PRs))
+	for i, p := range g.PRs {
+		out[i] = p.Number
+	}
+	return out
+}
+
+// Built reports whether the group has a branch (building or later).
+func (g Group) Built() bool { return g.State != GroupPlanned }
+
+// Landed is what mergegate left on a base after its last landing: the
+// base's tip, and the tested commit whose tree that tip has.
+type Landed struct {
+	Tip    string `json:"tip"`
+	Tested string `json:"tested"`
+}
+
+// Groups returns k's train groups, by base and then in landing order.
+func (s *Store) Groups(ctx context.Context, k Key) ([]Group, error) {
+	rows, err := s.db.r.QueryContext(ctx, `SELECT id, base, seq, state, prs, parent_sha, head_sha, attempt, split, built_at, reason
+		FROM train_groups WHERE tenant = ? AND repo = ? ORDER BY base, seq, id`, k.Tenant, k.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read train groups: %w", k, err)
+	}
+	defer rows.Close()
+	var out []Group
+	for rows.Next() {
+		var g Group
+		var prs string
+		if err := rows.Scan(&g.ID, &g.Base, &g.Seq, &g.State, &prs, &g.Parent, &g.Head, &g.Attempt, &g.Split, &g.BuiltAt, &g.Reason); err != nil {
+			return nil, fmt.Errorf("%s: read train groups: %w", k, err)
+		}
+		if err := json.Unmarshal([]byte(prs), &g.PRs); err != nil {
+			return nil, fmt.Errorf("%s: train group %d: members: %w", k, g.ID, err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// LandedOn returns what mergegate left on base after its last landing
+// (zero when it has landed nothing there).
+func (s *Store) LandedOn(ctx context.Context, k Key, base string) (Landed, error) {
+	var l Landed
+	err := s.db.r.QueryRowContext(ctx, `SELECT tip, tested FROM train_landed WHERE tenant = ? AND repo = ? AND base = ?`,
+		k.Tenant, k.Repo, base).Scan(&l.Tip, &l.Tested)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Landed{}, nil
+	}
+	if err != nil {
+		return Landed{}, fmt.Errorf("%s: read landed tip of %s: %w", k, base, err)
+	}
+	return l, nil
+}
+
+// PlanGroups inserts planned groups of base with these members at
+// position at of its train (the groups from at on move back to make
+// room), or behind the last one (at < 0), and returns them. split marks
+// groups made by bisection.
+func (s *Store) PlanGroups(ctx context.Context, l *Lease, base string, at int, members [][]GroupPR, split bool) ([]Group, error) {
+	var out []Group
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		out = out[:0]
+		seq := at
+		if at < 0 {
+			var last sql.NullInt64
+			if err := tx.QueryRowContext(ctx, `SELECT MAX(seq) FROM train_groups WHERE tenant = ? AND repo = ? AND base = ?`,
+				l.Key.Tenant, l.Key.Repo, base).Scan(&last); err != nil {
+				return fmt.Errorf("%s: plan train group: %w", l.Key, err)
+			}
+			seq = int(last.Int64) + 1
+		} else if _, err := tx.ExecContext(ctx, `UPDATE train_groups SET seq = seq + ? WHERE tenant = ? AND repo = ? AND base = ? AND seq >= ?`,
+			len(members), l.Key.Tenant, l.Key.Repo, base, at); err != nil {
+			return fmt.Errorf("%s: plan train group: %w", l.Key, err)
+		}
+		for _, m := range members {
+			prs, err := json.Marshal(m)
+			if err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, `INSERT INTO train_groups (tenant, repo, base, seq, state, prs, split, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, l.Key.Tenant, l.Key.Repo, base, seq, GroupPlanned, string(prs), split, now)
+			if err != nil {
+				return fmt.Errorf("%s: plan train group: %w", l.Key, err)
+			}
+			id, _ := res.LastInsertId()
+			out = append(out, Group{ID: id, Base: base, Seq: seq, State: GroupPlanned, PRs: m, Split: split})
+			seq++
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SaveGroup writes g's state, members, commits, attempt and reason (its
+// id, base and position stay). It is how a group moves: stored before each
+// GitHub call that depends on it.
+func (s *Store) SaveGroup(ctx context.Context, l *Lease, g Group) error {
+	prs, err := json.Marshal(g.PRs)
+	if err != nil {
+		return err
+	}
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		res, err := tx.ExecContext(ctx, `UPDATE train_groups SET state = ?, prs = ?, parent_sha = ?, head_sha = ?, attempt = ?, split = ?, built_at = ?, reason = ?
+			WHERE id = ? AND tenant = ? AND repo = ?`,
+			g.State, string(prs), g.Parent, g.Head, g.Attempt, g.Split, g.BuiltAt, g.Reason, g.ID, l.Key.Tenant, l.Key.Repo)
+		if err != nil {
+			return fmt.Errorf("%s: save train group %d: %w", l.Key, g.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%s: save train group %d: %w", l.Key, g.ID, ErrNoGroup)
+		}
+		return nil
+	})
+}
+
+// ErrNoGroup: the train group is gone (landed, dropped or forgotten).
+var ErrNoGroup = errors.New("no such train group")
+
+// DeleteGroup removes a group (its branch is the caller's to delete).
+func (s *Store) DeleteGroup(ctx context.Context, l *Lease, id int64) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM train_groups WHERE id = ? AND tenant = ? AND repo = ?`, id, l.Key.Tenant, l.Key.Repo)
+		if err != nil {
+			return fmt.Errorf("%s: delete train group %d: %w", l.Key, id, err)
+		}
+		return nil
+	})
+}
+
+// LandGroup records in one transaction that g landed: each member is
+// merged (removed from the queue with audit merge, reason how, and its
+// check run ended with end), the group is gone, and the base's landed tip
+// is tip with the tree of g.Head.
+func (s *Store) LandGroup(ctx context.Context, l *Lease, g Group, tip, how string, end func(GroupPR) CheckRunEnd) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		for _, m := range g.PRs {
+			if err := mergedEntry(ctx, tx, l.Key, m.Number, m.SHA, how, now, end(m)); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM train_groups WHERE id = ? AND tenant = ? AND repo = ?`, g.ID, l.Key.Tenant, l.Key.Repo); err != nil {
+			return fmt.Errorf("%s: land train group %d: %w", l.Key, g.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO train_landed (tenant, repo, base, tip, tested) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (tenant, repo, base) DO UPDATE SET tip = excluded.tip, tested = excluded.tested`,
+			l.Key.Tenant, l.Key.Repo, g.Base, tip, g.Head); err != nil {
+			return fmt.Errorf("%s: land train group %d: %w", l.Key, g.ID, err)
+		}
+		return nil
+	})
+}
