@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // Path is where a repository keeps its policy, on its default branch; the
@@ -56,6 +57,12 @@ type Branch struct {
 	UpdateMethod  *string      `yaml:"update_method" json:"update_method,omitempty"`
 	Frozen        *bool        `yaml:"frozen" json:"frozen,omitempty"`
 	FreezeMessage *string      `yaml:"freeze_message" json:"freeze_message,omitempty"`
+	// Merge trains (docs/trains.md).
+	Mode      *string `yaml:"mode" json:"mode,omitempty"`
+	BatchSize *int    `yaml:"batch_size" json:"batch_size,omitempty"`
+	Parallel  *int    `yaml:"parallel" json:"parallel,omitempty"`
+	Retries   *int    `yaml:"retries" json:"retries,omitempty"`
+	Landing   *string `yaml:"landing" json:"landing,omitempty"`
 }
 
 // BranchFile is one entry of base_branches.
@@ -256,7 +263,7 @@ func (w *walker) value(n *yaml.Node, f reflect.Value, key string) {
 	}
 }
 
-// scalar decodes a string or a boolean.
+// scalar decodes a string, a boolean or a whole number.
 func (w *walker) scalar(n *yaml.Node, e reflect.Value, key string) bool {
 	if n.Kind != yaml.ScalarNode {
 		w.add(n, key, "%s: want %s, not %s", key, kindName(e.Kind()), describe(n))
@@ -270,6 +277,13 @@ func (w *walker) scalar(n *yaml.Node, e reflect.Value, key string) bool {
 			return false
 		}
 		e.SetBool(b)
+	case reflect.Int:
+		var i int
+		if n.Tag != "!!int" || n.Decode(&i) != nil {
+			w.add(n, key, "%s: want a whole number, not %s", key, describe(n))
+			return false
+		}
+		e.SetInt(int64(i))
 	case reflect.String:
 		if n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" {
 			w.add(n, key, "%s: want a string, not %s", key, describe(n))
@@ -281,8 +295,11 @@ func (w *walker) scalar(n *yaml.Node, e reflect.Value, key string) bool {
 }
 
 func kindName(k reflect.Kind) string {
-	if k == reflect.Bool {
+	switch k {
+	case reflect.Bool:
 		return "true or false"
+	case reflect.Int:
+		return "a whole number"
 	}
 	return "a string"
 }
@@ -387,6 +404,25 @@ func check(name string, root *yaml.Node, f File) Problems {
 		default:
 			bad(prefix+"update_method", "%supdate_method %q: want merge or rebase", prefix, *b.UpdateMethod)
 		}
+		switch {
+		case b.Mode == nil || *b.Mode == rules.ModeSerial || *b.Mode == rules.ModeTrain:
+		default:
+			bad(prefix+"mode", "%smode %q: want serial or train", prefix, *b.Mode)
+		}
+		switch {
+		case b.Landing == nil || *b.Landing == rules.LandFastForward || *b.Landing == rules.LandReplay:
+		default:
+			bad(prefix+"landing", "%slanding %q: want fast-forward or replay", prefix, *b.Landing)
+		}
+		for _, r := range []struct {
+			key      string
+			v        *int
+			min, max int
+		}{{"batch_size", b.BatchSize, 1, MaxBatchSize}, {"parallel", b.Parallel, 1, MaxParallel}, {"retries", b.Retries, 0, MaxRetries}} {
+			if r.v != nil && (*r.v < r.min || *r.v > r.max) {
+				bad(prefix+r.key, "%s%s %d: want %d to %d", prefix, r.key, *r.v, r.min, r.max)
+			}
+		}
 		if b.CheckTimeout != nil {
 			if _, err := ParseTimeout(*b.CheckTimeout); err != nil {
 				bad(prefix+"check_timeout", "%scheck_timeout %q: %v", prefix, *b.CheckTimeout, err)
@@ -452,6 +488,15 @@ func lineOf(n *yaml.Node, path []string) int {
 	}
 	return n.Line
 }
+
+// Bounds of a train's settings: a group merges at most MaxBatchSize pull
+// requests, at most MaxParallel groups test at once, and a failed group is
+// run again at most MaxRetries times before it is split.
+const (
+	MaxBatchSize = 32
+	MaxParallel  = 8
+	MaxRetries   = 3
+)
 
 // Update methods of a branch behind a base that requires up-to-date
 // branches.

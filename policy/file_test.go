@@ -50,6 +50,12 @@ base_branches:
     freeze_message: release in progress
     check_timeout: never
     update_method: rebase
+  next:
+    mode: train
+    batch_size: 8
+    parallel: 3
+    retries: 1
+    landing: replay
 `)
 	main := e.For("main")
 	if got := main.Triggers.Labels(); !reflect.DeepEqual(got, []string{"ship-it", "lgtm"}) || main.Triggers.AutoMergeTrigger {
@@ -76,6 +82,12 @@ base_branches:
 	}
 	if !rel.Frozen || rel.FreezeMessage != "release in progress" || rel.CheckTimeout != 0 || rel.UpdateMethod != "rebase" {
 		t.Errorf("release = %+v", rel)
+	}
+	if main.InTrain() || main.Train != (rules.Train{BatchSize: 4, Parallel: 2, Landing: rules.LandFastForward}) {
+		t.Errorf("main's train = %q %+v, want serial with the defaults", main.Mode, main.Train)
+	}
+	if next := e.For("next"); !next.InTrain() || next.Train != (rules.Train{BatchSize: 8, Parallel: 3, Retries: 1, Landing: rules.LandReplay}) {
+		t.Errorf("next's train = %q %+v", next.Mode, next.Train)
 	}
 }
 
@@ -122,6 +134,15 @@ func TestProblems(t *testing.T) {
 		{"a per-branch method that does not exist",
 			"base_branches:\n  main:\n    merge_method: squish\n",
 			[]string{name + `:3: base_branches.main.merge_method "squish": want merge, squash or rebase`}},
+		{"a mode that does not exist",
+			"mode: parallel\n",
+			[]string{name + `:1: mode "parallel": want serial or train`}},
+		{"a batch size that is not a number",
+			"batch_size: four\n",
+			[]string{name + `:1: batch_size: want a whole number, not "four"`}},
+		{"a train setting out of range",
+			"base_branches:\n  main:\n    parallel: 0\n    landing: rebase\n",
+			[]string{name + `:3: base_branches.main.parallel 0: want 1 to 8`, name + `:4: base_branches.main.landing "rebase": want fast-forward or replay`}},
 		{"an update method that does not exist",
 			"update_method: squash\n",
 			[]string{name + `:1: update_method "squash": want merge or rebase`}},

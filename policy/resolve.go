@@ -64,6 +64,21 @@ func (e Effective) branch(base string) (Branch, string) {
 	if o.FreezeMessage != nil {
 		b.FreezeMessage = o.FreezeMessage
 	}
+	if o.Mode != nil {
+		b.Mode = o.Mode
+	}
+	if o.BatchSize != nil {
+		b.BatchSize = o.BatchSize
+	}
+	if o.Parallel != nil {
+		b.Parallel = o.Parallel
+	}
+	if o.Retries != nil {
+		b.Retries = o.Retries
+	}
+	if o.Landing != nil {
+		b.Landing = o.Landing
+	}
 	return b, "base_branches." + base + "."
 }
 
@@ -113,6 +128,22 @@ func (e Effective) For(base string) rules.Policy {
 	}
 	if b.UpdateMethod != nil {
 		p.UpdateMethod = *b.UpdateMethod
+	}
+	p.Train = p.Train.WithDefaults()
+	if b.Mode != nil {
+		p.Mode = *b.Mode
+	}
+	if b.BatchSize != nil {
+		p.Train.BatchSize = *b.BatchSize
+	}
+	if b.Parallel != nil {
+		p.Train.Parallel = *b.Parallel
+	}
+	if b.Retries != nil {
+		p.Train.Retries = *b.Retries
+	}
+	if b.Landing != nil {
+		p.Train.Landing = *b.Landing
 	}
 	if mc := b.MergeCommit; mc != nil {
 		if mc.Title != nil {
@@ -178,6 +209,13 @@ func (e Effective) Values() []Value {
 		}
 		return strings.Join(l, ", ")
 	}
+	number := func(p *int, def int) string {
+		if p != nil {
+			return strconv.Itoa(*p)
+		}
+		return strconv.Itoa(def)
+	}
+	train := rules.Train{}.WithDefaults()
 	timeout := func(dur time.Duration) string {
 		if dur <= 0 {
 			return "never"
@@ -208,6 +246,11 @@ func (e Effective) Values() []Value {
 		{"delete_branch_after_merge", boolean(c.DeleteBranchAfterMerge, false), from(c.DeleteBranchAfterMerge != nil, "default")},
 		{"frozen", boolean(c.Frozen, false), from(c.Frozen != nil, "default")},
 		{"freeze_message", str(c.FreezeMessage, ""), from(c.FreezeMessage != nil, "default")},
+		{"mode", str(c.Mode, rules.ModeSerial), from(c.Mode != nil, "default")},
+		{"batch_size", number(c.BatchSize, train.BatchSize), from(c.BatchSize != nil, "default")},
+		{"parallel", number(c.Parallel, train.Parallel), from(c.Parallel != nil, "default")},
+		{"retries", number(c.Retries, train.Retries), from(c.Retries != nil, "default")},
+		{"landing", str(c.Landing, train.Landing), from(c.Landing != nil, "default")},
 	}
 	for _, name := range sortedBranches(c.BaseBranches) {
 		b := c.BaseBranches[name]
@@ -224,6 +267,16 @@ func (e Effective) Values() []Value {
 			out = append(out, Value{pre + "frozen", strconv.FormatBool(*b.Frozen), from(true, "")})
 		}
 		add("freeze_message", b.FreezeMessage)
+		add("mode", b.Mode)
+		for _, n := range []struct {
+			key string
+			v   *int
+		}{{"batch_size", b.BatchSize}, {"parallel", b.Parallel}, {"retries", b.Retries}} {
+			if n.v != nil {
+				out = append(out, Value{pre + n.key, strconv.Itoa(*n.v), from(true, "")})
+			}
+		}
+		add("landing", b.Landing)
 		if b.MergeCommit != nil {
 			add("merge_commit.title", b.MergeCommit.Title)
 			add("merge_commit.message", b.MergeCommit.Message)

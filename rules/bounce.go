@@ -17,6 +17,8 @@ const (
 	BounceConflict      BounceKind = "conflict"       // conflicts with the base
 	BounceMergeRefused  BounceKind = "merge_refused"  // GitHub refused the merge, for a reason not sorted otherwise
 	BounceUpdateRefused BounceKind = "update_refused" // GitHub could not update the branch
+	BounceTrainFailure  BounceKind = "train_failure"  // passed alone, failed merged with the base (a train group of one)
+	BounceTrainConflict BounceKind = "train_conflict" // does not merge with the base and the pull requests ahead of it
 )
 
 // Bounced is what a bounced author is told, before it is a sentence.
@@ -31,6 +33,10 @@ type Bounced struct {
 	// Unrequired (check_timeout): the base requires no checks, so these are
 	// the checks and Apps that reported on the head.
 	Unrequired bool
+	// At (train_failure, train_conflict) is the commit the pull request
+	// was merged onto: the base's tip with the pull requests Ahead.
+	At    string
+	Ahead []int
 }
 
 // Because is the clause after "because": what went wrong, in the author's
@@ -56,8 +62,29 @@ func (b Bounced) Because() string {
 		return "it has conflicts with " + b.Base + " that must be resolved on its branch"
 	case BounceUpdateRefused:
 		return "GitHub could not update its branch from " + b.Base + inParens(detail)
+	case BounceTrainFailure:
+		return fmt.Sprintf("it passed its own checks but failed merged together with %s at %s: %s", b.onto(), forge.ShortSHA(b.At), detail)
+	case BounceTrainConflict:
+		return fmt.Sprintf("it conflicts with %s at %s, so it must be updated on its branch", b.onto(), forge.ShortSHA(b.At))
 	}
 	return "GitHub refused to merge it" + inParens(detail)
+}
+
+// onto names what a train's pull request was merged onto: the base, and
+// the pull requests ahead of it in the train.
+func (b Bounced) onto() string {
+	if len(b.Ahead) == 0 {
+		return b.Base
+	}
+	nums := make([]string, len(b.Ahead))
+	for i, n := range b.Ahead {
+		nums[i] = fmt.Sprintf("#%d", n)
+	}
+	ahead := strings.Join(nums, ", ")
+	if len(nums) > 1 {
+		ahead = strings.Join(nums[:len(nums)-1], ", ") + " and " + nums[len(nums)-1]
+	}
+	return b.Base + " and the pull requests ahead of it (" + ahead + ")"
 }
 
 // inParens is GitHub's words in quotes and parentheses after a clause,

@@ -51,6 +51,11 @@ type Policy struct {
 	LabelRequiresWrite bool
 	// PriorityLabels rank pull requests, highest first.
 	PriorityLabels []string
+
+	// Mode is how the base's queue runs: ModeSerial ("" too) or ModeTrain;
+	// Train its train's settings.
+	Mode  string
+	Train Train
 }
 
 // NeedsPR reports whether p decides on the pull request's labels or

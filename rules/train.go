@@ -1,0 +1,339 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// Modes of a base branch's queue (mode in .github/mergegate.yml).
+const (
+	// ModeSerial merges the head of the queue once its own head passed.
+	ModeSerial = "serial"
+	// ModeTrain tests groups of queued pull requests merged together on
+	// the base's tip, and lands exactly what was tested (docs/trains.md).
+	ModeTrain = "train"
+)
+
+// How a group that passed lands on its base (landing).
+const (
+	// LandFastForward moves the base to the group's tested commit; GitHub
+	// then marks its pull requests merged. The App must be allowed to push
+	// to the base.
+	LandFastForward = "fast-forward"
+	// LandReplay merges each pull request through the merge API, guarded
+	// by its sha, then compares the base's tree with the tested tree.
+	LandReplay = "replay"
+)
+
+// Train is how a train-mode base's train runs.
+type Train struct {
+	BatchSize int    // pull requests per group at most
+	Parallel  int    // groups testing at once at most
+	Retries   int    // runs of a failed group's CI again before it is split
+	Landing   string // LandFastForward or LandReplay
+}
+
+// Train defaults.
+const (
+	DefaultBatchSize = 4
+	DefaultParallel  = 2
+)
+
+// WithDefaults fills t's zero fields with the defaults.
+func (t Train) WithDefaults() Train {
+	if t.BatchSize <= 0 {
+		t.BatchSize = DefaultBatchSize
+	}
+	if t.Parallel <= 0 {
+		t.Parallel = DefaultParallel
+	}
+	if t.Landing == "" {
+		t.Landing = LandFastForward
+	}
+	return t
+}
+
+// InTrain reports whether p runs its base as a merge train.
+func (p Policy) InTrain() bool { return p.Mode == ModeTrain }
+
+// ReadyReason is what an entry of a train-mode base waits for once its own
+// gate passed: a group of the train.
+const ReadyReason = "ready for the merge train"
+
+// DecideTrainEntry decides for one entry of a train-mode base: the entry
+// is judged as the head of a serial queue would be (its checks, its
+// reviews, the policy's holds), every entry at once, but where a head
+// would merge it is ready to join the train instead.
+func DecideTrainEntry(f Facts, p Policy) Action {
+	f.Head = true
+	a := Decide(f, p)
+	if a.Kind == Merge || a.Kind == UpdateBranch {
+		// A group is built on the base's tip: a branch behind the base is
+		// brought up to date by the group itself.
+		return Action{Kind: Wait, Status: leasedo.StatusGatePassed, Reason: ReadyReason}
+	}
+	return a
+}
+
+// TrainFacts are what the train of one base branch is decided on.
+type TrainFacts struct {
+	Base string
+	// Tip is the base branch's commit now.
+	Tip string
+	// Landed is what mergegate left on the base after its last landing.
+	Landed leasedo.Landed
+	// Groups are the base's groups in landing order; Gates[i] is the gate
+	// of Groups[i] at its head (read for testing groups only).
+	Groups []leasedo.Group
+	Gates  []forge.Verdict
+	// Entries are the base's queue entries by number; Ready those whose
+	// own gate passed and that are in no group, in queue order.
+	Entries map[int]leasedo.Item
+	Ready   []leasedo.Item
+	Now     time.Time
+}
+
+// TrainKind is the kind of a TrainAction.
+type TrainKind int
+
+const (
+	// TrainWait: nothing to do until an event (or After).
+	TrainWait TrainKind = iota
+	// TrainDrop removes PRs from Group (their entries left the queue, got a
+	// new head or are held); Group and every built group behind it are
+	// built again.
+	TrainDrop
+	// TrainRebase: the base moved under the train (a push outside
+	// mergegate); every built group is built again on Tip.
+	TrainRebase
+	// TrainPlan plans a new group of PRs at the train's end.
+	TrainPlan
+	// TrainBuild builds Group on Parent.
+	TrainBuild
+	// TrainPass records that Group's gate passed.
+	TrainPass
+	// TrainLand lands Group with Landing.
+	TrainLand
+	// TrainRetry builds Group again: its CI failed and a retry is left.
+	TrainRetry
+	// TrainSplit replaces Group by Halves, both to be built; the groups
+	// behind it are built again.
+	TrainSplit
+	// TrainBounce takes Culprit out: a group of one failed. The groups
+	// behind it are built again.
+	TrainBounce
+	// TrainDisband removes every group: the base is no longer a train
+	// (its mode changed, or GitHub's merge queue took it over).
+	TrainDisband
+)
+
+var trainKindNames = [...]string{"wait", "drop", "rebase", "plan", "build", "pass", "land", "retry", "split", "bounce", "disband"}
+
+func (k TrainKind) String() string {
+	if int(k) < len(trainKindNames) {
+		return trainKindNames[k]
+	}
+	return fmt.Sprintf("train_kind(%d)", int(k))
+}
+
+// TrainAction is the one next thing to do about a base's train.
+type TrainAction struct {
+	Kind    TrainKind
+	Group   leasedo.Group
+	Parent  string               // TrainBuild: the commit to build on
+	PRs     []leasedo.GroupPR    // TrainPlan: the members; TrainDrop: those to remove
+	Halves  [2][]leasedo.GroupPR // TrainSplit
+	Culprit leasedo.GroupPR      // TrainBounce
+	Bounced Bounced              // TrainBounce: what its author reads
+	Landing string               // TrainLand
+	// Reason says why, for the log and the groups' record.
+	Reason string
+	// After (TrainWait): look again then, without an event (a group's
+	// check timeout); 0: at the next event.
+	After time.Duration
+}
+
+// DecideTrain returns the next action on one base's train. Its rules, in
+// order:
+//
+//  1. A member whose entry left the queue, got a new head or is held is
+//     dropped from its group (a group being landed is left to land).
+//  2. A base that moved under the first built group rebuilds the train on
+//     the new tip (after a replay landing, the base's new commits have the
+//     tested tree: that is not a move).
+//  3. Groups are judged in landing order: the first one lands once it
+//     passed (not while the base is frozen); a group whose checks passed
+//     is marked passed; a group whose checks failed or timed out while
+//     every group ahead of it passed is run again (retries), split in
+//     halves, or, alone, bounces its one pull request. A failure behind a
+//     group not yet passed waits: that group may be the cause.
+//  4. Planned groups are built in order on the group ahead's head (or the
+//     tip) while fewer than Parallel are built.
+//  5. With room for another group, the ready entries (in queue order)
+//     form a new one of at most BatchSize.
+func DecideTrain(f TrainFacts, p Policy) TrainAction {
+	t := p.Train.WithDefaults()
+	if !p.InTrain() {
+		if len(f.Groups) > 0 {
+			return TrainAction{Kind: TrainDisband, Reason: "the base is no longer a merge train"}
+		}
+		return TrainAction{Kind: TrainWait}
+	}
+	for _, g := range f.Groups {
+		if g.State == leasedo.GroupLanding {
+			continue
+		}
+		var drop []leasedo.GroupPR
+		var why []string
+		for _, m := range g.PRs {
+			if reason := memberGone(f.Entries, m); reason != "" {
+				drop = append(drop, m)
+				why = append(why, fmt.Sprintf("#%d %s", m.Number, reason))
+			}
+		}
+		if len(drop) > 0 {
+			return TrainAction{Kind: TrainDrop, Group: g, PRs: drop, Reason: strings.Join(why, "; ")}
+		}
+	}
+	for _, g := range f.Groups {
+		if !g.Built() {
+			break
+		}
+		if g.State != leasedo.GroupLanding && !current(f, g.Parent) {
+			return TrainAction{Kind: TrainRebase, Reason: fmt.Sprintf("%s moved to %s outside mergegate", f.Base, forge.ShortSHA(f.Tip))}
+		}
+		break
+	}
+	var wait time.Duration
+	built, aheadPassed := 0, true
+	for i, g := range f.Groups {
+		parent := f.Tip
+		if i > 0 {
+			parent = f.Groups[i-1].Head
+		}
+		switch g.State {
+		case leasedo.GroupLanding:
+			return TrainAction{Kind: TrainLand, Group: g, Landing: t.Landing, Reason: "landing"}
+		case leasedo.GroupPassed:
+			if i == 0 && !p.Frozen {
+				return TrainAction{Kind: TrainLand, Group: g, Landing: t.Landing, Reason: "its checks passed"}
+			}
+		case leasedo.GroupBuilding:
+			return TrainAction{Kind: TrainBuild, Group: g, Parent: parent, Reason: "building"}
+		case leasedo.GroupTesting:
+			gate := gateAt(f, i)
+			failed, why := gate.Result == forge.GateFailure, gate.Reason
+			if !failed && gate.Result != forge.GateSuccess && p.CheckTimeout > 0 && g.BuiltAt > 0 {
+				left := time.UnixMilli(g.BuiltAt).Add(p.CheckTimeout).Sub(f.Now)
+				if left <= 0 {
+					failed, why = true, fmt.Sprintf("its checks did not finish within %s", duration(p.CheckTimeout))
+				} else {
+					wait = minPositive(wait, left)
+				}
+			}
+			switch {
+			case gate.Result == forge.GateSuccess:
+				return TrainAction{Kind: TrainPass, Group: g, Reason: gate.Reason}
+			case failed && aheadPassed:
+				return failedGroup(f, g, why, t)
+			}
+		case leasedo.GroupPlanned:
+			ahead := i == 0 || (f.Groups[i-1].Head != "" && f.Groups[i-1].State != leasedo.GroupBuilding)
+			if ahead && built < t.Parallel {
+				return TrainAction{Kind: TrainBuild, Group: g, Parent: parent, Reason: "room in the train"}
+			}
+		}
+		if g.Built() {
+			built++
+		}
+		if g.State != leasedo.GroupPassed {
+			aheadPassed = false
+		}
+	}
+	if len(f.Groups) < t.Parallel && len(f.Ready) > 0 {
+		n := min(t.BatchSize, len(f.Ready))
+		prs := make([]leasedo.GroupPR, n)
+		for i, it := range f.Ready[:n] {
+			prs[i] = leasedo.GroupPR{Number: it.PRNumber, SHA: it.PRSha}
+		}
+		return TrainAction{Kind: TrainPlan, PRs: prs, Reason: "pull requests ready"}
+	}
+	idle := TrainAction{Kind: TrainWait, After: wait}
+	if p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == leasedo.GroupPassed {
+		idle.Reason = p.FrozenReason()
+	}
+	return idle
+}
+
+// memberGone says why a group's member can no longer be in it ("" when it
+// can): its entry left, has a new head, or waits for its author or the
+// operator.
+func memberGone(entries map[int]leasedo.Item, m leasedo.GroupPR) string {
+	it, ok := entries[m.Number]
+	switch {
+	case !ok:
+		return "left the queue"
+	case it.PRSha != m.SHA:
+		return "has new commits"
+	case it.Status == leasedo.StatusBounced:
+		return "was taken out of the queue"
+	case it.Status == leasedo.StatusBlocked:
+		return "is blocked"
+	case strings.HasPrefix(it.GateReason, HeldPrefix):
+		return "is " + strings.TrimSuffix(it.GateReason, ":")
+	}
+	return ""
+}
+
+// current reports whether a group built on parent still tests what would
+// land: parent is the base's tip, or the tested commit whose tree the tip
+// has (the base after a replay landing).
+func current(f TrainFacts, parent string) bool {
+	return parent == f.Tip || (f.Landed.Tip == f.Tip && f.Landed.Tested == parent && parent != "")
+}
+
+func gateAt(f TrainFacts, i int) forge.Verdict {
+	if i < len(f.Gates) {
+		return f.Gates[i]
+	}
+	return forge.Verdict{Result: forge.GatePending}
+}
+
+// failedGroup decides for a group whose checks failed (why) with every
+// group ahead of it passed.
+func failedGroup(f TrainFacts, g leasedo.Group, why string, t Train) TrainAction {
+	switch {
+	case g.Attempt < t.Retries:
+		return TrainAction{Kind: TrainRetry, Group: g, Reason: "failed (" + why + "); running it again"}
+	case len(g.PRs) == 1:
+		return TrainAction{Kind: TrainBounce, Group: g, Culprit: g.PRs[0], Reason: why,
+			Bounced: Bounced{Kind: BounceTrainFailure, Detail: why, Base: f.Base, At: g.Parent, Ahead: Ahead(f.Groups, g.ID)}}
+	}
+	half := (len(g.PRs) + 1) / 2
+	return TrainAction{Kind: TrainSplit, Group: g, Reason: "failed (" + why + "); testing its halves to find the cause",
+		Halves: [2][]leasedo.GroupPR{g.PRs[:half:half], g.PRs[half:]}}
+}
+
+// Ahead lists the members of the groups ahead of group id, in order: what
+// its pull requests are merged onto besides the base.
+func Ahead(groups []leasedo.Group, id int64) []int {
+	var out []int
+	for _, g := range groups {
+		if g.ID == id {
+			break
+		}
+		out = append(out, g.Numbers()...)
+	}
+	return out
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
