@@ -7,11 +7,10 @@
 -- building (its branch is being made: started from parent_sha), testing
 -- (built at head_sha; CI runs since built_at), passed (its gate passed;
 -- lands when every group ahead has), landing (being landed: read back from
--- GitHub after a restart). attempt: failed runs so far (retries); split: made by
--- bisection; reason: why it was last rebuilt or failed. id is never
--- reused, so neither is a branch name.
+-- GitHub after a restart). attempt: failed runs so far (retries); split:
+-- made by bisection; reason: why it was last rebuilt or failed.
 CREATE TABLE train_groups (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          INTEGER PRIMARY KEY,
     tenant      TEXT    NOT NULL,
     repo        TEXT    NOT NULL,
     base        TEXT    NOT NULL,
