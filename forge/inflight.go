@@ -49,7 +49,8 @@ func newInflight(per int, timeout, slow time.Duration, next http.RoundTripper) *
 // slowOps are the operations timed by Config.MergeTimeout: GitHub may take
 // longer than its own 10 s on them and still do them, so giving up early
 // invites sending them twice.
-var slowOps = map[string]bool{"pulls.merge": true, "pulls.update-branch": true, "graphql.update-pull-request-branch": true}
+var slowOps = map[string]bool{"pulls.merge": true, "pulls.update-branch": true, "graphql.update-pull-request-branch": true,
+	"repos.merge": true, "git.update-ref": true}
 
 type sendCheckKey struct{}
 

@@ -331,3 +331,23 @@ func TestSeedVocabulary(t *testing.T) {
 		}
 	}
 }
+
+// A push to a merge train's branch is mergegate's own doing: ignored,
+// saying so, whatever the branch's base (a policy file in it included).
+func TestPushToOwnBranchIgnored(t *testing.T) {
+	for i, branch := range []string{"mergegate/master/7", "mergegate/release/1.x/12"} {
+		body := editJSON(t, readFixture(t, "push/with-new-branch.payload.json"), func(m map[string]any) {
+			m["ref"] = "refs/heads/" + branch
+		})
+		checkDelivery(t, "push", fmt.Sprintf("own-%d", i), body, rules.DefaultOptions(),
+			want{status: http.StatusAccepted, tenant: "1", repo: helloWorld, ignored: "push to mergegate's own branch " + branch})
+	}
+	// A branch that only looks like one is not.
+	body := editJSON(t, readFixture(t, "push/with-new-branch.payload.json"), func(m map[string]any) {
+		m["ref"] = "refs/heads/mergegate-docs"
+	})
+	tr, err := Translate(leasedo.Delivery{Event: "push", Tenant: "1", Repo: helloWorld, Body: body}, rules.DefaultOptions())
+	if err != nil || tr.Ignored != "" || tr.Push == nil || tr.Push.Ref != "mergegate-docs" {
+		t.Errorf("push to mergegate-docs: %+v %v", tr, err)
+	}
+}

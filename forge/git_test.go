@@ -1,0 +1,211 @@
+package forge_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
+)
+
+// gitAnswers is an httptest server standing in for GitHub's git and
+// merges endpoints with canned answers (status, body), while the fake
+// GitHub answers everything else (installation tokens): the forge client
+// runs its whole stack against real HTTP.
+type gitAnswers struct {
+	mu     sync.Mutex
+	status int
+	body   string
+	got    []string // "METHOD path body"
+}
+
+func (g *gitAnswers) set(status int, body string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.status, g.body = status, body
+}
+
+func (g *gitAnswers) last() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.got) == 0 {
+		return ""
+	}
+	return g.got[len(g.got)-1]
+}
+
+func (g *gitAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.got = append(g.got, r.Method+" "+r.URL.EscapedPath()+" "+strings.TrimSpace(string(b)))
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(g.status)
+	io.WriteString(w, g.body)
+}
+
+// splitTransport sends the git and merges requests to git, the others on.
+type splitTransport struct {
+	git  *url.URL
+	next http.RoundTripper
+}
+
+func (t splitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, "/git/") || strings.HasSuffix(req.URL.Path, "/merges") {
+		req = req.Clone(req.Context())
+		req.URL.Scheme, req.URL.Host = t.git.Scheme, t.git.Host
+	}
+	return t.next.RoundTrip(req)
+}
+
+func newGitEnv(t *testing.T) (*forge.Client, *gitAnswers, *fakegithub.Server) {
+	t.Helper()
+	gh := fakegithub.New(t)
+	gh.AddRepo(tenant, repo, "main")
+	answers := &gitAnswers{}
+	srv := httptest.NewServer(answers)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	c := testkit.Forge(t, gh, forge.Config{Transport: splitTransport{git: u, next: http.DefaultTransport}})
+	return c, answers, gh
+}
+
+const (
+	shaA = "aa218f56b14c9653891f9e74264a383fa43fefbd"
+	shaT = "b4eecafa9be2f2006ce1b709d6857b07069b4608"
+)
+
+// GitHub's answers, in its shapes and words, come out as the typed
+// results and sentinels the train engine tests for.
+func TestGitCallsSortGitHubAnswers(t *testing.T) {
+	c, g, _ := newGitEnv(t)
+	ctx := t.Context()
+	refBody := `{"ref":"refs/heads/main","node_id":"MDM6UmVmcmVmcy9oZWFkcy9mZWF0dXJlQQ==","url":"https://api.github.com/repos/octo/widgets/git/refs/heads/main","object":{"type":"commit","sha":"` + shaA + `","url":"https://api.github.com/repos/octo/widgets/git/commits/` + shaA + `"}}`
+	errBody := func(msg string) string {
+		return `{"message":"` + msg + `","documentation_url":"https://docs.github.com/rest/git/refs"}`
+	}
+
+	t.Run("BranchHead", func(t *testing.T) {
+		g.set(200, refBody)
+		sha, err := c.BranchHead(ctx, tenant, repo, "mergegate/main/7")
+		if err != nil || sha != shaA {
+			t.Fatalf("BranchHead = %q, %v", sha, err)
+		}
+		if got := g.last(); !strings.HasPrefix(got, "GET /repos/octo/widgets/git/ref/heads/mergegate/main/7") {
+			t.Errorf("request = %s", got)
+		}
+		g.set(404, errBody("Not Found"))
+		_, err = c.BranchHead(ctx, tenant, repo, "gone")
+		if !errors.Is(err, forge.ErrNotFound) || !forge.IsNotFound(err) || forge.IsRetryable(err) {
+			t.Errorf("404: %v (want ErrNotFound, final)", err)
+		}
+	})
+
+	t.Run("CreateBranch", func(t *testing.T) {
+		g.set(201, refBody)
+		if err := c.CreateBranch(ctx, tenant, repo, "mergegate/main/7", shaA); err != nil {
+			t.Fatal(err)
+		}
+		if got := g.last(); got != `POST /repos/octo/widgets/git/refs {"ref":"refs/heads/mergegate/main/7","sha":"`+shaA+`"}` {
+			t.Errorf("request = %s", got)
+		}
+		g.set(422, errBody("Reference already exists"))
+		if err := c.CreateBranch(ctx, tenant, repo, "mergegate/main/7", shaA); !errors.Is(err, forge.ErrRefExists) {
+			t.Errorf("422 Reference already exists: %v", err)
+		}
+		g.set(422, errBody("Object does not exist"))
+		if err := c.CreateBranch(ctx, tenant, repo, "x", shaA); err == nil || errors.Is(err, forge.ErrRefExists) {
+			t.Errorf("422 Object does not exist: %v", err)
+		}
+	})
+
+	t.Run("SetBranch", func(t *testing.T) {
+		g.set(200, refBody)
+		if err := c.SetBranch(ctx, tenant, repo, "main", shaA, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := g.last(); got != `PATCH /repos/octo/widgets/git/refs/heads/main {"sha":"`+shaA+`","force":false}` {
+			t.Errorf("request = %s", got)
+		}
+		g.set(422, errBody("Update is not a fast forward"))
+		err := c.SetBranch(ctx, tenant, repo, "main", shaA, false)
+		if !errors.Is(err, forge.ErrNotFastForward) || errors.Is(err, forge.ErrProtectedBranch) {
+			t.Errorf("not a fast forward: %v", err)
+		}
+		for _, msg := range []string{
+			"Protected branch update failed for refs/heads/main.",
+			`Required status check \"ci\" is expected.`,
+			"2 of 2 required status checks are expected.",
+			"Changes must be made through a pull request.",
+			"Cannot force-push to a protected branch",
+			"Changes must be made through the merge queue",
+		} {
+			g.set(422, errBody(msg))
+			err := c.SetBranch(ctx, tenant, repo, "main", shaA, false)
+			var pe *forge.ProtectedBranchError
+			if !errors.Is(err, forge.ErrProtectedBranch) || !errors.As(err, &pe) || pe.Branch != "main" || pe.Message != strings.ReplaceAll(msg, `\"`, `"`) {
+				t.Errorf("%s: %v", msg, err)
+			}
+			if errors.Is(err, forge.ErrNotFastForward) || forge.IsRetryable(err) {
+				t.Errorf("%s: sorted as %v", msg, err)
+			}
+		}
+	})
+
+	t.Run("MergeBranch", func(t *testing.T) {
+		g.set(201, `{"sha":"`+shaA+`","node_id":"C_1","commit":{"message":"Merge #7","tree":{"sha":"`+shaT+`","url":"u"}},"parents":[{"sha":"`+shaT+`"}]}`)
+		res, err := c.MergeBranch(ctx, tenant, repo, "mergegate/main/7", "feature-7", "Merge #7")
+		if err != nil || res != (forge.MergeResult{SHA: shaA, TreeSHA: shaT}) {
+			t.Fatalf("201: %+v %v", res, err)
+		}
+		if got := g.last(); got != `POST /repos/octo/widgets/merges {"base":"mergegate/main/7","head":"feature-7","commit_message":"Merge #7"}` {
+			t.Errorf("request = %s", got)
+		}
+		g.set(204, "")
+		if res, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); err != nil || !res.UpToDate || res.SHA != "" {
+			t.Errorf("204: %+v %v", res, err)
+		}
+		g.set(409, errBody("Merge conflict"))
+		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !errors.Is(err, forge.ErrMergeConflict) || forge.IsRetryable(err) {
+			t.Errorf("409: %v", err)
+		}
+		g.set(404, errBody("Head does not exist"))
+		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !errors.Is(err, forge.ErrNotFound) {
+			t.Errorf("404: %v", err)
+		}
+		g.set(502, errBody("Server Error"))
+		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !forge.IsRetryable(err) || errors.Is(err, forge.ErrMergeConflict) {
+			t.Errorf("502: %v", err)
+		}
+	})
+
+	t.Run("CommitTree", func(t *testing.T) {
+		g.set(200, `{"sha":"`+shaA+`","node_id":"C_1","tree":{"sha":"`+shaT+`","url":"u"},"parents":[],"message":"m"}`)
+		tree, err := c.CommitTree(ctx, tenant, repo, shaA)
+		if err != nil || tree != shaT {
+			t.Fatalf("CommitTree = %q, %v", tree, err)
+		}
+		if got := g.last(); !strings.HasPrefix(got, "GET /repos/octo/widgets/git/commits/"+shaA) {
+			t.Errorf("request = %s", got)
+		}
+		g.set(404, errBody("Not Found"))
+		if _, err := c.CommitTree(ctx, tenant, repo, shaA); !errors.Is(err, forge.ErrNotFound) {
+			t.Errorf("404: %v", err)
+		}
+	})
+
+	// Every call is counted under its own operation name (the metric's
+	// operation label).
+	for _, op := range []string{"git.get-ref", "git.create-ref", "git.update-ref", "repos.merge", "git.get-commit"} {
+		if c.EndpointStats()[op].Requests == 0 {
+			t.Errorf("no requests counted for %s: %v", op, c.EndpointStats())
+		}
+	}
+}
