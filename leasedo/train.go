@@ -116,36 +116,42 @@ func (s *Store) LandedOn(ctx context.Context, k Key, base string) (Landed, error
 func (s *Store) PlanGroups(ctx context.Context, l *Lease, base string, at int, members [][]GroupPR, split bool) ([]Group, error) {
 	var out []Group
 	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		out = out[:0]
-		seq := at
-		if at < 0 {
-			var last sql.NullInt64
-			if err := tx.QueryRowContext(ctx, `SELECT MAX(seq) FROM train_groups WHERE tenant = ? AND repo = ? AND base = ?`,
-				l.Key.Tenant, l.Key.Repo, base).Scan(&last); err != nil {
-				return fmt.Errorf("%s: plan train group: %w", l.Key, err)
-			}
-			seq = int(last.Int64) + 1
-		} else if _, err := tx.ExecContext(ctx, `UPDATE train_groups SET seq = seq + ? WHERE tenant = ? AND repo = ? AND base = ? AND seq >= ?`,
-			len(members), l.Key.Tenant, l.Key.Repo, base, at); err != nil {
-			return fmt.Errorf("%s: plan train group: %w", l.Key, err)
-		}
-		for _, m := range members {
-			prs, err := json.Marshal(m)
-			if err != nil {
-				return err
-			}
-			res, err := tx.ExecContext(ctx, `INSERT INTO train_groups (tenant, repo, base, seq, state, prs, split, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, l.Key.Tenant, l.Key.Repo, base, seq, GroupPlanned, string(prs), split, now)
-			if err != nil {
-				return fmt.Errorf("%s: plan train group: %w", l.Key, err)
-			}
-			id, _ := res.LastInsertId()
-			out = append(out, Group{ID: id, Base: base, Seq: seq, State: GroupPlanned, PRs: m, Split: split})
-			seq++
-		}
-		return nil
+		var err error
+		out, err = planGroups(ctx, tx, l.Key, base, at, members, split, now)
+		return err
 	})
 	return out, err
+}
+
+func planGroups(ctx context.Context, tx *wtx, k Key, base string, at int, members [][]GroupPR, split bool, now int64) ([]Group, error) {
+	seq := at
+	if at < 0 {
+		var last sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT MAX(seq) FROM train_groups WHERE tenant = ? AND repo = ? AND base = ?`,
+			k.Tenant, k.Repo, base).Scan(&last); err != nil {
+			return nil, fmt.Errorf("%s: plan train group: %w", k, err)
+		}
+		seq = int(last.Int64) + 1
+	} else if _, err := tx.ExecContext(ctx, `UPDATE train_groups SET seq = seq + ? WHERE tenant = ? AND repo = ? AND base = ? AND seq >= ?`,
+		len(members), k.Tenant, k.Repo, base, at); err != nil {
+		return nil, fmt.Errorf("%s: plan train group: %w", k, err)
+	}
+	var out []Group
+	for _, m := range members {
+		prs, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO train_groups (tenant, repo, base, seq, state, prs, split, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, base, seq, GroupPlanned, string(prs), split, now)
+		if err != nil {
+			return nil, fmt.Errorf("%s: plan train group: %w", k, err)
+		}
+		id, _ := res.LastInsertId()
+		out = append(out, Group{ID: id, Base: base, Seq: seq, State: GroupPlanned, PRs: m, Split: split})
+		seq++
+	}
+	return out, nil
 }
 
 // SaveGroup writes g's state, members, commits, attempt and reason (its
@@ -168,6 +174,22 @@ func (s *Store) SaveGroup(ctx context.Context, l *Lease, g Group) error {
 		}
 		return nil
 	})
+}
+
+// SplitGroup replaces g by groups of halves at its place in the train, in
+// one transaction (a restart finds either g or its halves), and returns
+// them.
+func (s *Store) SplitGroup(ctx context.Context, l *Lease, g Group, halves [2][]GroupPR) ([]Group, error) {
+	var out []Group
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM train_groups WHERE id = ? AND tenant = ? AND repo = ?`, g.ID, l.Key.Tenant, l.Key.Repo); err != nil {
+			return fmt.Errorf("%s: split train group %d: %w", l.Key, g.ID, err)
+		}
+		var err error
+		out, err = planGroups(ctx, tx, l.Key, g.Base, g.Seq, halves[:], true, now)
+		return err
+	})
+	return out, err
 }
 
 // ErrNoGroup: the train group is gone (landed, dropped or forgotten).

@@ -60,14 +60,27 @@ func (s *Syncer) publish(ctx context.Context, l *leasedo.Lease) error {
 		byBase[it.BaseRef] = append(byBase[it.BaseRef], it)
 	}
 	eff := s.policies.Get(k)
+	groups, err := s.store.Groups(ctx, k)
+	if err != nil {
+		return err
+	}
 	for _, base := range bases {
 		live := byBase[base]
 		pol := s.policyOf(k, base)
+		var train []leasedo.Group
+		for _, g := range groups {
+			if g.Base == base {
+				train = append(train, g)
+			}
+		}
 		for i, it := range live {
 			if i >= publishDepth {
 				break
 			}
 			title := checkTitle(i, live, pol, eff.Problems)
+			if pol.InTrain() {
+				title = trainCheckTitle(it, train, pol, eff.Problems)
+			}
 			if title == it.CheckTitle {
 				continue
 			}
@@ -106,6 +119,69 @@ func checkTitle(i int, live []leasedo.Item, pol rules.Policy, problems policy.Pr
 	t := placeTitle(i, live)
 	if p := live[i].PriorityName; p != "" {
 		t = strings.Replace(t, " for "+baseName(live[i])+":", " for "+baseName(live[i])+" (priority "+p+"):", 1)
+	}
+	if pol.Frozen && !strings.Contains(t, pol.FrozenReason()) {
+		t = pol.FrozenReason() + " · " + t
+	}
+	if len(problems) > 0 {
+		p := problems[0]
+		t += fmt.Sprintf(" · %s:%d has a problem", p.File[strings.Index(p.File, ":")+1:], p.Line)
+	}
+	return t
+}
+
+// trainCheckTitle says where it stands in its base's merge train: its
+// group (by position, with the others in it) and what the group is doing,
+// or what it waits for before it joins one.
+func trainCheckTitle(it leasedo.Item, train []leasedo.Group, pol rules.Policy, problems policy.Problems) string {
+	base := baseName(it)
+	t := ""
+	for pos, g := range train {
+		var others []string
+		in := false
+		for _, m := range g.PRs {
+			if m.Number == it.PRNumber && m.SHA == it.PRSha {
+				in = true
+			} else {
+				others = append(others, fmt.Sprintf("#%d", m.Number))
+			}
+		}
+		if !in {
+			continue
+		}
+		with := ""
+		if len(others) > 0 {
+			with = " with " + strings.Join(others, ", ")
+		}
+		n := pos + 1
+		switch g.State {
+		case leasedo.GroupPlanned:
+			t = fmt.Sprintf("in merge train group %d for %s%s: to be built", n, base, with)
+		case leasedo.GroupBuilding:
+			t = fmt.Sprintf("in merge train group %d for %s%s: being built", n, base, with)
+		case leasedo.GroupTesting:
+			t = fmt.Sprintf("testing in group %d for %s%s", n, base, with)
+			if g.Attempt > 0 {
+				t += fmt.Sprintf(" (run %d)", g.Attempt+1)
+			}
+		case leasedo.GroupPassed:
+			t = fmt.Sprintf("group %d for %s%s passed: lands after group %d", n, base, with, n-1)
+			if pos == 0 {
+				t = fmt.Sprintf("group 1 for %s%s passed: landing", base, with)
+			}
+		case leasedo.GroupLanding:
+			t = fmt.Sprintf("group %d%s landing on %s", n, with, base)
+		}
+		break
+	}
+	if t == "" {
+		switch {
+		case it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason:
+			t = fmt.Sprintf("ready for the merge train for %s: waiting for room in a group", base)
+		default:
+			one := []leasedo.Item{it}
+			t = strings.Replace(placeTitle(0, one), "1st in the merge queue for", "in the merge train queue for", 1)
+		}
 	}
 	if pol.Frozen && !strings.Contains(t, pol.FrozenReason()) {
 		t = pol.FrozenReason() + " · " + t

@@ -199,7 +199,14 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 // first, then the entries behind them that are to be read. It reports
 // whether the queue changed.
 func (s *Syncer) step(ctx context.Context, l *leasedo.Lease, items []leasedo.Item, handled map[int]bool) (bool, time.Duration, error) {
-	heads := headsOf(items)
+	k := l.Key
+	train := map[string]bool{} // bases that run a merge train: no entry is a head there
+	for _, it := range items {
+		if _, ok := train[it.BaseRef]; !ok && it.BaseRef != "" {
+			train[it.BaseRef] = s.policyOf(k, it.BaseRef).InTrain()
+		}
+	}
+	heads := headsOf(items, train)
 	var retry time.Duration
 	for _, it := range items {
 		if heads[it.PRNumber] && dueHead(it) && !handled[it.PRNumber] {
@@ -212,11 +219,23 @@ func (s *Syncer) step(ctx context.Context, l *leasedo.Lease, items []leasedo.Ite
 	}
 	evals := 0
 	for _, it := range items {
-		if heads[it.PRNumber] || it.Status != leasedo.StatusQueued || handled[it.PRNumber] || evals >= maxEvalsPerStep {
+		due := it.Status == leasedo.StatusQueued || (train[it.BaseRef] && dueHead(it))
+		if heads[it.PRNumber] || !due || handled[it.PRNumber] || evals >= maxEvalsPerStep {
 			continue
 		}
 		evals++
 		changed, wait, err := s.advance(ctx, l, it, false, handled)
+		if changed || err != nil {
+			return changed, wait, err
+		}
+		retry = minRetry(retry, wait)
+	}
+	groups, err := s.store.Groups(ctx, k)
+	if err != nil {
+		return false, retry, err
+	}
+	for _, base := range s.trainBases(k, items, groups) {
+		changed, wait, err := s.trainStep(ctx, l, base, items, groups)
 		if changed || err != nil {
 			return changed, wait, err
 		}
@@ -227,12 +246,13 @@ func (s *Syncer) step(ctx context.Context, l *leasedo.Lease, items []leasedo.Ite
 
 // headsOf marks the head of each base branch's queue: its first entry that
 // is neither bounced nor blocked. Queues of different bases never hold
-// each other up.
-func headsOf(items []leasedo.Item) map[int]bool {
+// each other up. A base that runs a merge train (train) has no head: its
+// entries are all judged at once, and its groups are merged.
+func headsOf(items []leasedo.Item, train map[string]bool) map[int]bool {
 	seen := map[string]bool{}
 	heads := map[int]bool{}
 	for _, it := range items {
-		if it.Status == leasedo.StatusBounced || it.Status == leasedo.StatusBlocked || seen[it.BaseRef] {
+		if it.Status == leasedo.StatusBounced || it.Status == leasedo.StatusBlocked || seen[it.BaseRef] || train[it.BaseRef] {
 			continue
 		}
 		seen[it.BaseRef] = true
@@ -262,11 +282,15 @@ func (s *Syncer) advance(ctx context.Context, l *leasedo.Lease, it leasedo.Item,
 		}
 		return true, 0, nil // read the queue again: the entry's base decides its queue
 	}
-	f, err := s.facts(ctx, k, it, head)
+	pol := s.policyOf(k, it.BaseRef)
+	f, err := s.facts(ctx, k, it, head || pol.InTrain())
 	if err != nil {
 		return false, 0, err
 	}
-	a := rules.Decide(f, s.policyOf(k, it.BaseRef))
+	a := rules.Decide(f, pol)
+	if pol.InTrain() {
+		a = rules.DecideTrainEntry(f, pol)
+	}
 	if f.Gate.Result == forge.GateSuccess && it.GateResult != forge.GateSuccess {
 		s.prLog(k, it.PRNumber, it.PRSha).Info().Str("reason", f.Gate.Reason).Msg("gate passed")
 	}

@@ -318,6 +318,12 @@ func failedGroup(f TrainFacts, g leasedo.Group, why string, t Train) TrainAction
 		Halves: [2][]leasedo.GroupPR{g.PRs[:half:half], g.PRs[half:]}}
 }
 
+// TrainMethod is the method a replay landing merges each member with:
+// the policy's where the repository allows it, else one it allows.
+func TrainMethod(methods forge.MergeMethods, req forge.Required, p Policy) (method, note string, ok bool) {
+	return chooseMethod("", &methods, req, p.MergeMethod, p.MethodFrom)
+}
+
 // Ahead lists the members of the groups ahead of group id, in order: what
 // its pull requests are merged onto besides the base.
 func Ahead(groups []leasedo.Group, id int64) []int {

@@ -1,0 +1,521 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
+)
+
+// The merge train of a base branch (docs/trains.md): rules.DecideTrain
+// names the next action, trainStep carries it out. Every group's move is
+// stored (leasedo.SaveGroup) before the GitHub call that depends on it,
+// and a restart reads it back: a group found building is built again from
+// scratch, a group found landing is landed again after reading the base.
+
+// trainBases lists the bases of k that run a train now, or still have
+// groups (to be disbanded), sorted.
+func (s *Syncer) trainBases(k leasedo.Key, items []leasedo.Item, groups []leasedo.Group) []string {
+	var out []string
+	for _, it := range items {
+		if it.BaseRef != "" && s.policyOf(k, it.BaseRef).InTrain() {
+			out = append(out, it.BaseRef)
+		}
+	}
+	for _, g := range groups {
+		out = append(out, g.Base)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// trainStep takes the next action on base's train. It reports whether
+// anything changed and when to come back.
+func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, items []leasedo.Item, all []leasedo.Group) (bool, time.Duration, error) {
+	k := l.Key
+	pol := s.policyOf(k, base)
+	f := rules.TrainFacts{Base: base, Entries: map[int]leasedo.Item{}, Now: s.clock.Now()}
+	for _, g := range all {
+		if g.Base == base {
+			f.Groups = append(f.Groups, g)
+		}
+	}
+	inGroup := map[int]bool{}
+	for _, g := range f.Groups {
+		for _, m := range g.PRs {
+			inGroup[m.Number] = true
+		}
+	}
+	for _, it := range items {
+		if it.BaseRef != base {
+			continue
+		}
+		f.Entries[it.PRNumber] = it
+		if it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason && !inGroup[it.PRNumber] {
+			f.Ready = append(f.Ready, it)
+		}
+	}
+	if len(f.Groups) == 0 && len(f.Ready) == 0 {
+		return false, 0, nil
+	}
+	if pol.InTrain() {
+		req, err := s.rulesOf(ctx, k, base)
+		if err != nil {
+			return false, 0, err
+		}
+		if req.MergeQueue {
+			// GitHub's own merge queue runs this base.
+			pol.Mode = rules.ModeSerial
+		}
+	}
+	var err error
+	if f.Tip, err = s.gh.BranchHead(ctx, k.Tenant, k.Repo, base); err != nil {
+		return false, 0, err
+	}
+	if f.Landed, err = s.store.LandedOn(ctx, k, base); err != nil {
+		return false, 0, err
+	}
+	f.Gates = make([]forge.Verdict, len(f.Groups))
+	for i, g := range f.Groups {
+		if g.State != leasedo.GroupTesting {
+			continue
+		}
+		if f.Gates[i], err = s.groupGate(ctx, k, base, g.Head); err != nil {
+			return false, 0, err
+		}
+	}
+	a := rules.DecideTrain(f, pol)
+	log := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", base).Logger()
+	if a.Kind != rules.TrainWait {
+		log = log.With().Int64("group", a.Group.ID).Logger()
+	}
+	switch a.Kind {
+	case rules.TrainWait:
+		return false, a.After, nil
+
+	case rules.TrainDisband:
+		log.Info().Str("reason", a.Reason).Msg("merge train disbanded")
+		for _, g := range f.Groups {
+			if err := s.dropGroup(ctx, l, g); err != nil {
+				return false, 0, err
+			}
+		}
+		return true, 0, nil
+
+	case rules.TrainDrop:
+		log.Info().Str("reason", a.Reason).Msg("members left their group; it is built again")
+		g := a.Group
+		g.PRs = slices.DeleteFunc(slices.Clone(g.PRs), func(m leasedo.GroupPR) bool { return slices.Contains(a.PRs, m) })
+		if len(g.PRs) == 0 {
+			if err := s.dropGroup(ctx, l, g); err != nil {
+				return false, 0, err
+			}
+		} else if err := s.replan(ctx, l, g, a.Reason); err != nil {
+			return false, 0, err
+		}
+		return true, 0, s.replanBehind(ctx, l, f.Groups, a.Group.ID, a.Reason)
+
+	case rules.TrainRebase:
+		log.Info().Str("reason", a.Reason).Str("sha", f.Tip).Msg("base moved: the merge train is built again on it")
+		for _, g := range f.Groups {
+			if g.Built() && g.State != leasedo.GroupLanding {
+				if err := s.replan(ctx, l, g, a.Reason); err != nil {
+					return false, 0, err
+				}
+			}
+		}
+		return true, 0, nil
+
+	case rules.TrainPlan:
+		prs, changed, err := s.clearForks(ctx, l, pol, f.Entries, a.PRs)
+		if err != nil || len(prs) == 0 {
+			return changed, 0, err
+		}
+		gs, err := s.store.PlanGroups(ctx, l, base, -1, [][]leasedo.GroupPR{prs}, false)
+		if err == nil {
+			log.Info().Int64("group", gs[0].ID).Ints("prs", gs[0].Numbers()).Msg("merge train group planned")
+		}
+		return true, 0, err
+
+	case rules.TrainBuild:
+		return s.buildGroup(ctx, l, f, a.Group, a.Parent, log)
+
+	case rules.TrainPass:
+		g := a.Group
+		g.State = leasedo.GroupPassed
+		log.Info().Ints("prs", g.Numbers()).Str("sha", g.Head).Msg("merge train group passed")
+		return true, 0, s.store.SaveGroup(ctx, l, g)
+
+	case rules.TrainLand:
+		return s.landGroup(ctx, l, f, pol, a.Group, a.Landing, log)
+
+	case rules.TrainRetry:
+		g := a.Group
+		g.Attempt++
+		log.Info().Ints("prs", g.Numbers()).Int("attempt", g.Attempt).Str("reason", a.Reason).Msg("merge train group failed; running it again")
+		if err := s.replan(ctx, l, g, a.Reason); err != nil {
+			return false, 0, err
+		}
+		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, "the group ahead is run again")
+
+	case rules.TrainSplit:
+		g := a.Group
+		log.Info().Ints("prs", g.Numbers()).Str("reason", a.Reason).Msg("merge train group failed; split in halves to find the cause")
+		if err := s.deleteGroupBranch(ctx, k, g); err != nil {
+			return false, 0, err
+		}
+		if _, err := s.store.SplitGroup(ctx, l, g, a.Halves); err != nil {
+			return false, 0, err
+		}
+		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, "the group ahead failed")
+
+	case rules.TrainBounce:
+		g := a.Group
+		it, ok := f.Entries[a.Culprit.Number]
+		if ok && it.PRSha == a.Culprit.SHA {
+			if err := s.bounce(ctx, l, it, rules.Action{Kind: rules.Bounce, Bounced: a.Bounced, Problem: string(a.Bounced.Kind)}); err != nil {
+				return false, 0, err
+			}
+		}
+		if err := s.dropGroup(ctx, l, g); err != nil {
+			return false, 0, err
+		}
+		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, fmt.Sprintf("#%d failed in the group ahead", a.Culprit.Number))
+	}
+	return false, 0, fmt.Errorf("%s: train of %s: unknown action %v", k, base, a.Kind)
+}
+
+// groupGate is the base's required checks on a group's head commit.
+func (s *Syncer) groupGate(ctx context.Context, k leasedo.Key, base, sha string) (forge.Verdict, error) {
+	req, err := s.rulesOf(ctx, k, base)
+	if err != nil {
+		return forge.Verdict{}, err
+	}
+	results, err := s.gh.CheckResults(ctx, k.Tenant, k.Repo, sha)
+	if err != nil {
+		return forge.Verdict{}, err
+	}
+	var suites []forge.CheckSuite
+	if !req.Configured || len(req.Contexts) == 0 {
+		if suites, err = s.gh.CheckSuites(ctx, k.Tenant, k.Repo, sha); err != nil {
+			return forge.Verdict{}, err
+		}
+	}
+	return forge.EvaluateGate(req, results, suites), nil
+}
+
+// clearForks keeps the members that may run in the repository's CI: a
+// pull request from a fork only when someone with write permission queued
+// it (the trigger label added by a writer, or GitHub's auto-merge, which
+// only writers may enable). The others wait, saying why.
+func (s *Syncer) clearForks(ctx context.Context, l *leasedo.Lease, pol rules.Policy, entries map[int]leasedo.Item, prs []leasedo.GroupPR) ([]leasedo.GroupPR, bool, error) {
+	k := l.Key
+	var out []leasedo.GroupPR
+	changed := false
+	for _, m := range prs {
+		pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, m.Number)
+		if err != nil {
+			return nil, changed, err
+		}
+		if !pr.Fork || pr.AutoMerge {
+			out = append(out, m)
+			continue
+		}
+		writer := ""
+		for _, label := range pol.Triggers.Labels() {
+			if !slices.Contains(pr.Labels, label) {
+				continue
+			}
+			tt, err := s.gh.TriggerTimes(ctx, k.Tenant, k.Repo, m.Number, label)
+			if err != nil {
+				return nil, changed, err
+			}
+			if tt.LabeledBy == "" {
+				continue
+			}
+			perm, err := s.permission(ctx, k, tt.LabeledBy)
+			if err != nil {
+				return nil, changed, err
+			}
+			if perm.CanWrite() {
+				writer = tt.LabeledBy
+				break
+			}
+		}
+		if writer != "" {
+			out = append(out, m)
+			continue
+		}
+		it := entries[m.Number]
+		reason := "from a fork: it joins the merge train once someone with write permission queues it (adds the trigger label)"
+		s.prLog(k, m.Number, m.SHA).Info().Msg("a fork's pull request waits for a writer to queue it before it runs in the repository's CI")
+		if _, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, reason); err != nil {
+			return nil, changed, err
+		}
+		changed = true
+	}
+	return out, changed, nil
+}
+
+// buildGroup makes g's branch from parent and merges its members' heads
+// into it, in order; then CI runs on it. A member that conflicts is
+// bounced and the group is planned again without it.
+func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, parent string, log zerolog.Logger) (bool, time.Duration, error) {
+	k := l.Key
+	g.State, g.Parent, g.Head, g.BuiltAt = leasedo.GroupBuilding, parent, "", 0
+	if err := s.store.SaveGroup(ctx, l, g); err != nil {
+		return false, 0, err
+	}
+	branch := g.Branch()
+	err := s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, parent)
+	if errors.Is(err, forge.ErrRefExists) {
+		// Left by a build a restart interrupted: it is ours to reset.
+		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, parent, true)
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	head := parent
+	for i, m := range g.PRs {
+		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, branch, m.SHA,
+			fmt.Sprintf("Merge #%d into %s (mergegate train group %d)", m.Number, f.Base, g.ID))
+		switch {
+		case errors.Is(err, forge.ErrMergeConflict):
+			ahead := append(rules.Ahead(f.Groups, g.ID), g.Numbers()[:i]...)
+			b := rules.Bounced{Kind: rules.BounceTrainConflict, Base: f.Base, At: head, Ahead: ahead}
+			if it, ok := f.Entries[m.Number]; ok && it.PRSha == m.SHA {
+				if err := s.bounce(ctx, l, it, rules.Action{Kind: rules.Bounce, Bounced: b, Problem: string(b.Kind)}); err != nil {
+					return false, 0, err
+				}
+			}
+			g.PRs = slices.Delete(slices.Clone(g.PRs), i, i+1)
+			if len(g.PRs) == 0 {
+				return true, 0, s.dropGroup(ctx, l, g)
+			}
+			return true, 0, s.replan(ctx, l, g, fmt.Sprintf("#%d conflicts with the pull requests ahead of it", m.Number))
+		case err != nil:
+			return false, 0, err
+		case !res.UpToDate:
+			head = res.SHA
+		}
+	}
+	g.State, g.Head, g.BuiltAt = leasedo.GroupTesting, head, s.clock.Now().UnixMilli()
+	if err := s.store.SaveGroup(ctx, l, g); err != nil {
+		return false, 0, err
+	}
+	log.Info().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", head).Str("parent_sha", parent).Msg("merge train group built; its CI runs")
+	return true, 0, nil
+}
+
+// landGroup lands the first group, which passed, exactly at its tested
+// commit.
+func (s *Syncer) landGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, pol rules.Policy, g leasedo.Group, landing string, log zerolog.Logger) (bool, time.Duration, error) {
+	k := l.Key
+	resumed := g.State == leasedo.GroupLanding
+	if !resumed {
+		g.State = leasedo.GroupLanding
+		if err := s.store.SaveGroup(ctx, l, g); err != nil {
+			return false, 0, err
+		}
+	}
+	if landing == rules.LandReplay {
+		return s.replayGroup(ctx, l, f, pol, g, log)
+	}
+	if resumed && f.Tip == g.Head {
+		return true, 0, s.landed(ctx, l, f, g, g.Head, g.Head, landing, log)
+	}
+	err := s.gh.SetBranch(ctx, k.Tenant, k.Repo, f.Base, g.Head, false)
+	switch {
+	case err == nil:
+		return true, 0, s.landed(ctx, l, f, g, g.Head, g.Head, landing, log)
+	case errors.Is(err, forge.ErrNotFastForward):
+		// Landed before a restart, then the base moved on? Its pull
+		// requests say.
+		pr, perr := s.gh.GetPR(ctx, k.Tenant, k.Repo, g.PRs[0].Number)
+		if perr != nil {
+			return false, 0, perr
+		}
+		if pr.Merged {
+			return true, 0, s.landed(ctx, l, f, g, g.Head, g.Head, landing, log)
+		}
+		log.Info().Str("sha", f.Tip).Msg("the base moved before the group could land; the train is built again on it")
+		if err := s.replan(ctx, l, g, "the base moved before it landed"); err != nil {
+			return false, 0, err
+		}
+		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, "the base moved")
+	case errors.Is(err, forge.ErrProtectedBranch):
+		why := err.Error()
+		var pe *forge.ProtectedBranchError
+		if errors.As(err, &pe) {
+			why = pe.Message
+		}
+		msg := fmt.Sprintf("mergegate may not push to %s (GitHub: %q): let the App bypass the branch's protection, or set landing: replay", f.Base, why)
+		return true, 0, s.stopTrain(ctx, l, g, msg, log)
+	}
+	return false, 0, err
+}
+
+// replayGroup lands g by merging each member through the merge API, its
+// sha guarded, then compares the base's tree with the tested tree.
+func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, pol rules.Policy, g leasedo.Group, log zerolog.Logger) (bool, time.Duration, error) {
+	k := l.Key
+	req, err := s.rulesOf(ctx, k, f.Base)
+	if err != nil {
+		return false, 0, err
+	}
+	methods, err := s.methodsOf(ctx, k)
+	if err != nil {
+		return false, 0, err
+	}
+	method, _, ok := rules.TrainMethod(methods, req, pol)
+	if !ok {
+		return true, 0, s.stopTrain(ctx, l, g, "the repository allows no merge method mergegate can land a group with", log)
+	}
+	for _, m := range g.PRs {
+		pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, m.Number)
+		if err != nil {
+			return false, 0, err
+		}
+		if pr.Merged {
+			continue // before a restart
+		}
+		if _, err := s.gh.MergeWith(ctx, k.Tenant, k.Repo, m.Number, m.SHA, method, s.commitMessage(ctx, k, pol, &pr)); err != nil {
+			if _, msg, refused := forge.RefusalOf(err); refused {
+				return true, 0, s.stopTrain(ctx, l, g, fmt.Sprintf("GitHub refused to merge #%d while landing group %d by replay (%s)", m.Number, g.ID, msg), log)
+			}
+			return false, 0, err
+		}
+	}
+	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, f.Base)
+	if err != nil {
+		return false, 0, err
+	}
+	landedTree, err := s.gh.CommitTree(ctx, k.Tenant, k.Repo, tip)
+	if err != nil {
+		return false, 0, err
+	}
+	testedTree, err := s.gh.CommitTree(ctx, k.Tenant, k.Repo, g.Head)
+	if err != nil {
+		return false, 0, err
+	}
+	if landedTree != testedTree {
+		// The pull requests are merged: record it, and stop the train.
+		if err := s.landed(ctx, l, f, g, tip, tip, rules.LandReplay, log); err != nil {
+			return true, 0, err
+		}
+		msg := fmt.Sprintf("after landing group %d by replay, %s at %s does not have the tree that was tested (%s): check the base, then thaw the queue",
+			g.ID, f.Base, forge.ShortSHA(tip), forge.ShortSHA(g.Head))
+		_, err := s.policies.Freeze(ctx, k, f.Base, true, msg, "mergegate")
+		log.Error().Str("sha", tip).Str("tested_sha", g.Head).Msg("the landed tree differs from the tested tree; the queue is frozen until an operator thaws it")
+		return true, 0, err
+	}
+	return true, 0, s.landed(ctx, l, f, g, tip, g.Head, rules.LandReplay, log)
+}
+
+// landed records that g landed (tip: the base now; tested: the commit
+// whose tree it has), and deletes its branch.
+func (s *Syncer) landed(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, tip, tested, how string, log zerolog.Logger) error {
+	k := l.Key
+	g.Head = tested
+	others := func(n int) string {
+		var out []string
+		for _, m := range g.PRs {
+			if m.Number != n {
+				out = append(out, fmt.Sprintf("#%d", m.Number))
+			}
+		}
+		if len(out) == 0 {
+			return ""
+		}
+		return " with " + strings.Join(out, ", ")
+	}
+	end := func(m leasedo.GroupPR) leasedo.CheckRunEnd {
+		return leasedo.CheckRunEnd{Conclusion: "success", Title: "Merged", Summary: fmt.Sprintf(
+			"Landed on %s in merge train group %d%s (%s), at %s: the commit whose checks passed with this pull request at %s merged into it.",
+			g.Base, g.ID, others(m.Number), how, forge.ShortSHA(tip), forge.ShortSHA(m.SHA))}
+	}
+	if err := s.store.LandGroup(ctx, l, g, tip, how, end); err != nil {
+		return err
+	}
+	now := s.clock.Now().UnixMilli()
+	for _, m := range g.PRs {
+		s.prLog(k, m.Number, m.SHA).Info().Int64("group", g.ID).Str("landing", how).Str("merge_sha", tip).Msg("merged")
+		if it, ok := f.Entries[m.Number]; ok && s.cfg.Observer != nil {
+			s.cfg.Observer.Merged(k, time.Duration(now-it.QueuedAt)*time.Millisecond)
+		}
+	}
+	log.Info().Ints("prs", g.Numbers()).Str("sha", tip).Str("landing", how).Msg("merge train group landed")
+	return s.deleteGroupBranch(ctx, k, g)
+}
+
+// stopTrain freezes the base's queue for the operator (msg: what to
+// change); g waits, passed, for the thaw.
+func (s *Syncer) stopTrain(ctx context.Context, l *leasedo.Lease, g leasedo.Group, msg string, log zerolog.Logger) error {
+	g.State, g.Reason = leasedo.GroupPassed, msg
+	if err := s.store.SaveGroup(ctx, l, g); err != nil {
+		return err
+	}
+	log.Error().Str("reason", msg).Msg("merge train stopped: the queue is frozen until an operator acts and thaws it")
+	_, err := s.policies.Freeze(ctx, l.Key, g.Base, true, msg, "mergegate")
+	return err
+}
+
+// replan sends a built group back to planned (its branch deleted): it is
+// built again, on what is ahead of it then.
+func (s *Syncer) replan(ctx context.Context, l *leasedo.Lease, g leasedo.Group, reason string) error {
+	if g.Built() {
+		if err := s.deleteGroupBranch(ctx, l.Key, g); err != nil {
+			return err
+		}
+	}
+	g.State, g.Parent, g.Head, g.BuiltAt, g.Reason = leasedo.GroupPlanned, "", "", 0, reason
+	return s.store.SaveGroup(ctx, l, g)
+}
+
+// replanBehind sends every built group behind group id back to planned:
+// each was built on the one ahead of it.
+func (s *Syncer) replanBehind(ctx context.Context, l *leasedo.Lease, groups []leasedo.Group, id int64, reason string) error {
+	behind := false
+	for _, g := range groups {
+		if behind && g.Built() {
+			if err := s.replan(ctx, l, g, reason); err != nil {
+				return err
+			}
+		}
+		behind = behind || g.ID == id
+	}
+	return nil
+}
+
+// dropGroup removes g and its branch.
+func (s *Syncer) dropGroup(ctx context.Context, l *leasedo.Lease, g leasedo.Group) error {
+	if g.Built() {
+		if err := s.deleteGroupBranch(ctx, l.Key, g); err != nil {
+			return err
+		}
+	}
+	return s.store.DeleteGroup(ctx, l, g.ID)
+}
+
+// deleteGroupBranch deletes g's branch; one already gone is not an error,
+// nor is a refusal (a leftover branch is reset when its name is used
+// again), which is logged.
+func (s *Syncer) deleteGroupBranch(ctx context.Context, k leasedo.Key, g leasedo.Group) error {
+	err := s.gh.DeleteBranch(ctx, k.Tenant, k.Repo, g.Branch())
+	switch {
+	case err == nil, errors.Is(err, forge.ErrNotFound):
+		return nil
+	case forge.IsRetryable(err):
+		return err
+	}
+	s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Str("branch", g.Branch()).Msg("could not delete a merge train branch (the App needs contents: write)")
+	return nil
+}
