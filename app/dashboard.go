@@ -116,6 +116,8 @@ type RepoView struct {
 	// Policy is its effective policy: what is wrong with its file, its
 	// freezes, every key and where it came from.
 	Policy *PolicyView `json:"policy,omitempty"`
+	// Trains are its bases' merge train groups, in landing order.
+	Trains []TrainView `json:"trains,omitempty"`
 
 	Link        string          `json:"-"`
 	GitHubURL   string          `json:"-"`
@@ -133,6 +135,24 @@ type LeaseView struct {
 	leasedo.LeaseState
 	AgeText     string `json:"-"`
 	ExpiresText string `json:"-"`
+}
+
+// TrainView is one base branch's merge train: how it lands, and its
+// groups in landing order.
+type TrainView struct {
+	Base    string      `json:"base"`
+	Landing string      `json:"landing"`
+	Groups  []GroupView `json:"groups"`
+}
+
+// GroupView is one group of a train.
+type GroupView struct {
+	leasedo.Group
+	Position  int    `json:"position"`
+	Branch    string `json:"branch"`
+	BranchURL string `json:"-"`
+	ShortHead string `json:"-"`
+	PRText    string `json:"-"`
 }
 
 // QueueItemView is one queue entry: the stored item and how long it waited.
@@ -256,6 +276,51 @@ func (d *dashboard) repo(w http.ResponseWriter, r *http.Request) {
 		Refresh: 30, JSON: v.Link + ".json", Admin: true, DBSize: d.dbSize(), D: v})
 }
 
+// trains lists k's merge trains: every base with groups, and every train
+// base with entries, with how it lands.
+func (d *dashboard) trains(ctx context.Context, k leasedo.Key, items []leasedo.Item) ([]TrainView, error) {
+	groups, err := d.cfg.Store.Groups(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	var out []TrainView
+	find := func(base string) *TrainView {
+		for i := range out {
+			if out[i].Base == base {
+				return &out[i]
+			}
+		}
+		landing := ""
+		if d.cfg.Policies != nil {
+			p := d.cfg.Policies().Get(k).For(base)
+			if !p.InTrain() && len(groups) == 0 {
+				return nil
+			}
+			landing = p.Train.WithDefaults().Landing
+		}
+		out = append(out, TrainView{Base: base, Landing: landing, Groups: []GroupView{}})
+		return &out[len(out)-1]
+	}
+	for _, g := range groups {
+		t := find(g.Base)
+		if t == nil {
+			continue
+		}
+		var prs []string
+		for _, n := range g.Numbers() {
+			prs = append(prs, fmt.Sprintf("#%d", n))
+		}
+		t.Groups = append(t.Groups, GroupView{Group: g, Position: len(t.Groups) + 1, Branch: g.Branch(),
+			BranchURL: d.web + "/" + k.Repo + "/tree/" + g.Branch(), ShortHead: forge.ShortSHA(g.Head), PRText: strings.Join(prs, ", ")})
+	}
+	for _, it := range items {
+		if it.BaseRef != "" && d.cfg.Policies != nil && d.cfg.Policies().Get(k).For(it.BaseRef).InTrain() {
+			find(it.BaseRef)
+		}
+	}
+	return out, nil
+}
+
 // load reads one repository; full adds every delivery and the event log,
 // else only counts and the last few audit entries.
 func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, full bool) (RepoView, error) {
@@ -285,6 +350,9 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 			q.Head, headSeen[it.BaseRef] = true, true
 		}
 		v.Queue = append(v.Queue, q)
+	}
+	if v.Trains, err = d.trains(ctx, k, items); err != nil {
+		return v, err
 	}
 	ls, err := s.Check(ctx, k)
 	if err != nil {
