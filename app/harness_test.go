@@ -34,7 +34,7 @@ var testKey = leasedo.Key{Tenant: testTenant, Repo: testRepo}
 // harness runs the real App (store on a SQLite file, real listeners, the
 // real forge client) against the fake GitHub, with an injected clock.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	gh     *fakegithub.Server
 	app    *App
 	clock  *leasedo.ManualClock
@@ -52,7 +52,7 @@ type harnessOpt func(*Config)
 // applied to queues, gates wait.
 func withoutGitHub(c *Config) { c.AppID, c.PrivateKeyPath = 0, "" }
 
-func newHarness(t *testing.T, opts ...harnessOpt) *harness {
+func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
 	clk := leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	gh := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})

@@ -1,0 +1,290 @@
+package app
+
+// End-to-end tests of merge trains (docs/trains.md): signed deliveries to
+// the real App against the fake GitHub, whose CI simulator runs a check on
+// every pushed commit and sends its check_run and check_suite deliveries.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/policy"
+)
+
+const ciLength = 10 * time.Minute
+
+// trainHarness: the test repository's base runs a train under policyFile,
+// requires the CI simulator's check "ci", and the fake GitHub sends its
+// deliveries to mergegate.
+func trainHarness(t testing.TB, policyFile string, ci fakegithub.CI) *harness {
+	t.Helper()
+	h := newHarness(t)
+	h.gh.SetFile(testRepo, policy.Path, policyFile)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci"}, false)
+	if ci.Duration == 0 {
+		ci.Duration = ciLength
+	}
+	h.gh.SimulateCI(testRepo, ci)
+	h.gh.SetWebhook(h.pub+"/webhook", testSecret)
+	h.pushPolicy()
+	h.settle()
+	return h
+}
+
+// open adds PRs n… (each its own file) and labels them, in order.
+func (h *harness) openLabeled(ns ...int) {
+	h.t.Helper()
+	for _, n := range ns {
+		pr := h.gh.AddPR(testRepo, fakegithub.PR{Number: n, BaseRef: testBase, Labels: []string{"automerge"}, Author: "octocat"})
+		h.mustSend("pull_request", h.prPayload("labeled", n, pr.HeadSHA, "automerge"))
+	}
+}
+
+// runCI moves the clock from one CI completion to the next, letting
+// mergegate act on each, until done holds (or rounds run out). It returns
+// the simulated time it took.
+func (h *harness) runCI(rounds int, done func() bool) time.Duration {
+	h.t.Helper()
+	start := h.clock.Now()
+	for i := 0; i < rounds; i++ {
+		h.settle()
+		if done() {
+			return h.clock.Now().Sub(start)
+		}
+		at, ok := h.gh.NextCIDue()
+		if !ok {
+			h.t.Fatalf("nothing left running, and not done: queue %+v, groups %+v", h.queue(), h.groups())
+		}
+		if at.After(h.clock.Now()) {
+			h.clock.Set(at)
+		}
+		h.gh.CompleteDueChecks()
+	}
+	h.t.Fatalf("not done after %d CI rounds: queue %+v, groups %+v", rounds, h.queue(), h.groups())
+	return 0
+}
+
+func (h *harness) groups() []leasedo.Group {
+	h.t.Helper()
+	gs, err := h.app.Store.Groups(context.Background(), testKey)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return gs
+}
+
+func (h *harness) queueEmpty() bool { return len(h.liveQueue()) == 0 }
+
+// liveQueue is the queue without bounced entries.
+func (h *harness) liveQueue() []leasedo.Item {
+	var out []leasedo.Item
+	for _, it := range h.queue() {
+		if it.Status != leasedo.StatusBounced {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// landedOnlyTested checks the promise: every commit the base pointed to
+// after start passed the required check "ci" (it was a tested group
+// head), the base holds exactly want, and no mergegate branch is left.
+func (h *harness) landedOnlyTested(want ...int) {
+	h.t.Helper()
+	gh := testkit.Forge(h.t, h.gh, forge.Config{})
+	history := h.gh.BaseHistory(testRepo, testBase)
+	for _, sha := range history[1:] {
+		results, err := gh.CheckResults(context.Background(), testTenant, testRepo, sha)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		ok := false
+		for _, r := range results {
+			ok = ok || (r.Name == "ci" && r.Conclusion == "success")
+		}
+		if !ok {
+			h.t.Errorf("the base moved to %s (holding %v), which did not pass ci: %+v", sha, h.gh.Contains(testRepo, sha), results)
+		}
+	}
+	tip, _ := h.gh.BranchHead(testRepo, testBase)
+	if got := h.gh.Contains(testRepo, tip); !slices.Equal(got, want) {
+		h.t.Errorf("the base holds %v, want %v", got, want)
+	}
+	for _, n := range want {
+		if pr, _ := h.gh.PR(testRepo, n); !pr.Merged {
+			h.t.Errorf("#%d is not merged on GitHub: %+v", n, pr)
+		}
+	}
+	for _, w := range h.gh.RefWrites() {
+		if b, ok := strings.CutPrefix(w.Ref, "refs/heads/"); ok && strings.HasPrefix(b, leasedo.BranchPrefix) {
+			if _, exists := h.gh.BranchHead(testRepo, b); exists {
+				h.t.Errorf("branch %s was left behind", b)
+			}
+		}
+	}
+}
+
+// comments returns the comments mergegate wrote on PR n.
+func (h *harness) comments(n int) []string {
+	var out []string
+	for _, c := range h.gh.Comments() {
+		if c.PRNumber == n && c.User == "" {
+			out = append(out, c.Body)
+		}
+	}
+	return out
+}
+
+// Five pull requests, #3 bad: the first group of four fails, its halves
+// find #3, which is told why; the others land, at tested commits only.
+func TestTrainLandsWhatWasTested(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{Bad: []int{3}})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4, 5)
+	h.runCI(40, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 4, 5)
+	got := h.comments(3)
+	if len(got) != 1 || !strings.Contains(got[0], "passed its own checks but failed merged together with "+testBase) ||
+		!strings.Contains(got[0], `"ci"`) {
+		t.Errorf("#3's author read %q, want one sentence saying it failed merged with the base, naming the check", got)
+	}
+	for _, n := range []int{1, 2, 4, 5} {
+		if c := h.comments(n); len(c) != 0 {
+			t.Errorf("#%d was told %q", n, c)
+		}
+	}
+	if len(h.merges()) != 0 {
+		t.Errorf("fast-forward landing used the merge API: %+v", h.merges())
+	}
+	if gs := h.groups(); len(gs) != 0 {
+		t.Errorf("groups left: %+v", gs)
+	}
+}
+
+// Two pull requests that pass alone but break the base together: the
+// second of them is the culprit, and only it is bounced.
+func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
+	h := trainHarness(t, "mode: train\nbatch_size: 4\n", fakegithub.CI{Breaking: [][2]int{{2, 4}}})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4, 5, 6)
+	h.runCI(60, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 3, 5, 6)
+	if c := h.comments(4); len(c) != 1 || !strings.Contains(c[0], "#2") {
+		t.Errorf("#4's author read %q, want the pull requests ahead of it named (#2)", c)
+	}
+}
+
+// The second group is built on the first and tests while it does: both
+// land within about one CI length of each other, not two.
+func TestTrainParallelGroups(t *testing.T) {
+	h := trainHarness(t, "mode: train\nbatch_size: 2\nparallel: 2\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4)
+	// Each pull request's own CI first (one CI length), then both groups.
+	took := h.runCI(20, h.queueEmpty)
+	if took > 2*ciLength+time.Minute {
+		t.Errorf("four pull requests in two parallel groups took %s, want about two CI lengths (%s)", took, 2*ciLength)
+	}
+	h.landedOnlyTested(1, 2, 3, 4)
+	if n := h.gh.CIRuns(testRepo); n != 4+2 {
+		t.Errorf("CI ran %d times, want 6 (four pull requests, two groups)", n)
+	}
+}
+
+// Replay landing: each pull request is merged through the merge API with
+// its sha guard, and the base ends with the tested tree.
+func TestTrainReplayLanding(t *testing.T) {
+	h := trainHarness(t, "mode: train\nlanding: replay\nmerge_method: merge\n", fakegithub.CI{})
+	h.openLabeled(1, 2, 3)
+	h.runCI(20, h.queueEmpty)
+	ms := h.merges()
+	if len(ms) != 3 {
+		t.Fatalf("merges = %+v, want #1, #2, #3 through the merge API", ms)
+	}
+	for i, m := range ms {
+		pr, _ := h.gh.PR(testRepo, m.PRNumber)
+		if m.PRNumber != i+1 || m.SHA != pr.HeadSHA || m.Method != "merge" {
+			t.Errorf("merge %d = %+v, want #%d at its tested head with merge", i, m, i+1)
+		}
+	}
+	tip, _ := h.gh.BranchHead(testRepo, testBase)
+	if got := h.gh.Contains(testRepo, tip); !slices.Equal(got, []int{1, 2, 3}) {
+		t.Errorf("the base holds %v", got)
+	}
+	if frozen := h.app.policies.Load().Freezes(testKey); len(frozen) != 0 {
+		t.Errorf("the queue was frozen: %+v", frozen)
+	}
+}
+
+// A base the App may not push to: the train stops with the base's queue
+// frozen and the operator told what to change; nothing is bounced.
+func TestTrainFastForwardRefused(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.SetRequiredReviews(testRepo, testBase, 0, false)
+	h.gh.SetPushRestricted(testRepo, testBase, true)
+	h.openLabeled(1)
+	h.runCI(10, func() bool { return len(h.app.policies.Load().Freezes(testKey)) > 0 })
+	fr := h.app.policies.Load().Freezes(testKey)
+	if len(fr) != 1 || !strings.Contains(fr[0].Message, "landing: replay") || fr[0].By != "mergegate" {
+		t.Errorf("freezes = %+v, want one by mergegate saying what to change", fr)
+	}
+	if c := h.comments(1); len(c) != 0 {
+		t.Errorf("#1 was told %q: it is the operator's to fix", c)
+	}
+	if q := h.liveQueue(); len(q) != 1 {
+		t.Errorf("queue = %+v, want #1 waiting", q)
+	}
+	if title := h.lastTitle(h.liveQueue()[0].PRSha); !strings.HasPrefix(title, "frozen: mergegate may not push") {
+		t.Errorf("#1's check run says %q", title)
+	}
+}
+
+// A pull request that conflicts with the one ahead of it is bounced when
+// its group is built, saying so; the group is built again without it.
+func TestTrainConflictBounces(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	for n := 1; n <= 3; n++ {
+		files := map[string]string{fmt.Sprintf("pr/%d.txt", n): "x"}
+		if n != 3 {
+			files["shared.txt"] = fmt.Sprintf("version %d", n)
+		}
+		pr := h.gh.AddPR(testRepo, fakegithub.PR{Number: n, BaseRef: testBase, Labels: []string{"automerge"}, Files: files})
+		h.mustSend("pull_request", h.prPayload("labeled", n, pr.HeadSHA, "automerge"))
+	}
+	h.runCI(20, h.queueEmpty)
+	h.landedOnlyTested(1, 3)
+	if c := h.comments(2); len(c) != 1 || !strings.Contains(c[0], "conflicts with "+testBase+" and the pull requests ahead of it (#1)") {
+		t.Errorf("#2's author read %q", c)
+	}
+}
+
+// A push to a pull request in a group takes it out of the group, which is
+// built again without it; the new head is judged afresh.
+func TestTrainNewPushLeavesTheGroup(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2)
+	h.runCI(10, func() bool { gs := h.groups(); return len(gs) == 1 && gs[0].State == leasedo.GroupTesting })
+	newHead := strings.Repeat("9", 40)
+	h.gh.SetHead(testRepo, 2, newHead)
+	h.mustSend("pull_request", h.prPayload("synchronize", 2, newHead, "automerge"))
+	h.settle()
+	if gs := h.groups(); len(gs) != 1 || !slices.Equal(gs[0].Numbers(), []int{1}) {
+		t.Fatalf("groups after #2's push: %+v, want #1 alone", gs)
+	}
+	h.runCI(20, h.queueEmpty)
+	h.landedOnlyTested(1, 2)
+	tip, _ := h.gh.BranchHead(testRepo, testBase)
+	if files := h.gh.FilesOf(testRepo, tip); files == nil {
+		t.Fatal("no tree for the base")
+	}
+}
