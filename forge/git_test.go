@@ -209,3 +209,75 @@ func TestGitCallsSortGitHubAnswers(t *testing.T) {
 		}
 	}
 }
+
+// The go-github client against the fake GitHub's git model: a train built,
+// landed by fast-forward, GitHub's refusals typed.
+func TestGitCallsAgainstTheFake(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := e.ctx
+	e.gh.AddPR(repo, fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	e.gh.AddPR(repo, fakegithub.PR{Number: 2, HeadSHA: "h2"})
+	e.gh.AddPR(repo, fakegithub.PR{Number: 3, HeadSHA: "h3", Files: map[string]string{"pr/1.txt": "not 1's\n"}})
+	const train = "mergegate/main/1"
+
+	base, err := e.c.BranchHead(ctx, tenant, repo, "main")
+	if err != nil || len(base) != 40 {
+		t.Fatalf("BranchHead(main) = %q, %v", base, err)
+	}
+	if _, err := e.c.BranchHead(ctx, tenant, repo, train); !errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("BranchHead of a missing branch: %v", err)
+	}
+	if err := e.c.CreateBranch(ctx, tenant, repo, train, base); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.CreateBranch(ctx, tenant, repo, train, base); !errors.Is(err, forge.ErrRefExists) {
+		t.Errorf("CreateBranch again: %v", err)
+	}
+	var tip forge.MergeResult
+	for _, h := range []string{"h1", "feature-2"} {
+		if tip, err = e.c.MergeBranch(ctx, tenant, repo, train, h, "Merge "+h); err != nil || tip.UpToDate || tip.SHA == "" {
+			t.Fatalf("MergeBranch %s: %+v %v", h, tip, err)
+		}
+	}
+	if res, err := e.c.MergeBranch(ctx, tenant, repo, train, "h1", ""); err != nil || !res.UpToDate {
+		t.Errorf("MergeBranch of a merged head: %+v %v", res, err)
+	}
+	if _, err := e.c.MergeBranch(ctx, tenant, repo, train, "h3", ""); !errors.Is(err, forge.ErrMergeConflict) {
+		t.Errorf("MergeBranch of a conflicting head: %v", err)
+	}
+	if _, err := e.c.MergeBranch(ctx, tenant, repo, "nope", "h1", ""); !errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("MergeBranch into a missing base: %v", err)
+	}
+	if tree, err := e.c.CommitTree(ctx, tenant, repo, tip.SHA); err != nil || tree != tip.TreeSHA || tree != e.gh.TreeOf(repo, tip.SHA) {
+		t.Errorf("CommitTree = %q, %v; merge said %q, the fake %q", tree, err, tip.TreeSHA, e.gh.TreeOf(repo, tip.SHA))
+	}
+	if got, err := e.c.BranchHead(ctx, tenant, repo, train); err != nil || got != tip.SHA {
+		t.Errorf("BranchHead(train) = %q, %v; want %s", got, err, tip.SHA)
+	}
+
+	// Landing: a protected main refuses, then lets the App through.
+	e.gh.SetRequiredReviews(repo, "main", 1, false)
+	err = e.c.SetBranch(ctx, tenant, repo, "main", tip.SHA, false)
+	var pe *forge.ProtectedBranchError
+	if !errors.Is(err, forge.ErrProtectedBranch) || !errors.As(err, &pe) || pe.Message != fakegithub.MsgPushNeedsPR {
+		t.Errorf("SetBranch on a protected main: %v", err)
+	}
+	e.gh.AllowPush(repo, "main")
+	if err := e.c.SetBranch(ctx, tenant, repo, "main", tip.SHA, false); err != nil {
+		t.Fatalf("SetBranch fast-forward: %v", err)
+	}
+	if err := e.c.SetBranch(ctx, tenant, repo, "main", "h3", false); !errors.Is(err, forge.ErrNotFastForward) {
+		t.Errorf("SetBranch to a sha beside main: %v", err)
+	}
+	for n, merged := range map[int]bool{1: true, 2: true, 3: false} {
+		if pr, err := e.c.GetPR(ctx, tenant, repo, n); err != nil || pr.Merged != merged {
+			t.Errorf("PR %d after landing: merged %v, %v; want %v", n, pr.Merged, err, merged)
+		}
+	}
+	if err := e.c.DeleteBranch(ctx, tenant, repo, train); err != nil {
+		t.Errorf("DeleteBranch: %v", err)
+	}
+	if err := e.c.SetBranch(ctx, tenant, repo, train, tip.SHA, true); err == nil || forge.IsRetryable(err) {
+		t.Errorf("SetBranch of a deleted branch: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -27,13 +28,32 @@ func (s *Server) SetFile(fullName, path, content string) {
 		rp.files = map[string]string{}
 	}
 	rp.files[strings.Trim(path, "/")] = content
+	rp.syncRootFiles()
+}
+
+// syncRootFiles gives the root commit the default branch's files while
+// the branch is still at it (SetFile and RemoveFile before anything else
+// happened): the git model's first commit holds the repository's files.
+func (rp *repo) syncRootFiles() {
+	g := rp.git
+	if rp.branches[rp.defaultBranch] != g.root {
+		return
+	}
+	root := g.commits[g.root]
+	root.tree = maps.Clone(rp.files)
+	if root.tree == nil {
+		root.tree = map[string]string{}
+	}
+	root.treeSHA = treeSHA(root.tree)
 }
 
 // RemoveFile deletes the file at path from the default branch.
 func (s *Server) RemoveFile(fullName, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.mustRepo(fullName).files, strings.Trim(path, "/"))
+	rp := s.mustRepo(fullName)
+	delete(rp.files, strings.Trim(path, "/"))
+	rp.syncRootFiles()
 }
 
 // blobSHA is git's blob id of content: sha1("blob <size>\x00<content>").
@@ -328,20 +348,21 @@ func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "Cannot delete the default branch")
 		return
 	}
-	exists := false
+	from, exists := "", false
 	if ok {
-		_, exists = rp.branches[branch]
-		for _, pr := range rp.prs {
-			exists = exists || (!pr.Fork && pr.HeadRef == branch)
-		}
-		exists = exists && !slices.Contains(s.rec.deletedRefs, rp.fullName+":"+branch)
+		from, exists = rp.refSHA(branch)
 	}
 	if !exists {
 		writeError(w, http.StatusUnprocessableEntity, "Reference does not exist")
 		return
 	}
-	delete(rp.branches, branch)
+	if _, isBranch := rp.branches[branch]; isBranch {
+		delete(rp.branches, branch)
+	} else {
+		rp.git.goneHeads[branch] = true // a pull request's head branch
+	}
 	s.rec.deletedRefs = append(s.rec.deletedRefs, rp.fullName+":"+branch)
+	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "delete", Branch: branch, From: from})
 	w.WriteHeader(http.StatusNoContent)
 }
 

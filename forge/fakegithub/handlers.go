@@ -214,7 +214,7 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, fmt.Sprintf(MsgWorkflowsFormat, workflowFile))
 	case rp.methodProblem(pr.BaseRef, method) != "":
 		writeError(w, http.StatusMethodNotAllowed, rp.methodProblem(pr.BaseRef, method))
-	case pr.Unmergeable:
+	case pr.Unmergeable, rp.conflicted(pr):
 		writeError(w, http.StatusMethodNotAllowed, MsgNotMergeable)
 	case pr.Behind && strict:
 		// GitHub's answer for a head behind a strict base is its generic
@@ -230,6 +230,11 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		commit := DeriveSHA(pr.HeadSHA, method, "merge")
 		pr.State, pr.Merged, pr.MergeCommitSHA = "closed", true, commit
 		pr.MergedAt, pr.ClosedAt, pr.UpdatedAt = now, now, now
+		title := body.CommitTitle
+		if title == "" {
+			title = fmt.Sprintf("Merge pull request #%d from %s", pr.Number, pr.HeadRef)
+		}
+		s.commitPRMerge(rp, pr, method, commit, strings.TrimSpace(title+"\n\n"+body.CommitMessage))
 		s.moveBase(rp, pr.BaseRef, commit, pr)
 		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit,
 			Title: body.CommitTitle, Message: body.CommitMessage})
@@ -276,7 +281,7 @@ func (s *Server) branchUpdate(rp *repo, pr *PR, expectedHeadSHA, kind string) (i
 		return http.StatusForbidden, MsgHeadRepoPermission
 	case pr.TouchesWorkflows && !s.workflows:
 		return http.StatusForbidden, fmt.Sprintf(MsgWorkflowsFormat, workflowFile)
-	case pr.Unmergeable:
+	case pr.Unmergeable, rp.conflicted(pr):
 		return http.StatusUnprocessableEntity, MsgUpdateConflict
 	case !pr.Behind:
 		return http.StatusUnprocessableEntity, MsgNoNewCommits
@@ -290,6 +295,7 @@ func (s *Server) branchUpdate(rp *repo, pr *PR, expectedHeadSHA, kind string) (i
 	pr.Behind = false
 	pr.UpdatedAt = s.now()
 	pr.unknownReads = s.unknownReads
+	s.commitBranchUpdate(rp, pr, from, kind)
 	s.rec.updates = append(s.rec.updates, BranchUpdate{Repo: rp.fullName, PRNumber: pr.Number, FromSHA: from, ToSHA: pr.HeadSHA, Method: method})
 	return 0, ""
 }

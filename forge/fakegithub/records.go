@@ -82,6 +82,7 @@ type records struct {
 	reactions     []Reaction
 	userComments  []Comment // AddComment
 	deletedRefs   []string  // owner/name:branch
+	refWrites     []RefWrite
 }
 
 // record appends a call. Called with s.mu held.

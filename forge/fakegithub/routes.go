@@ -50,6 +50,7 @@ func Routes() []string {
 		RouteListDeliveries, RouteRedeliver,
 		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef, RouteAddLabels,
 		RouteListPullCommits, RouteGraphQL,
+		RouteGetRef, RouteCreateRef, RouteUpdateRef, RouteMergeBranch, RouteGetCommit,
 	}
 }
 
@@ -86,6 +87,11 @@ func (s *Server) routes() {
 		RouteAddLabels:          s.addLabels,
 		RouteListPullCommits:    s.listPullCommits,
 		RouteGraphQL:            s.graphQL,
+		RouteGetRef:             s.getRef,
+		RouteCreateRef:          s.createRef,
+		RouteUpdateRef:          s.updateRef,
+		RouteMergeBranch:        s.mergeBranch,
+		RouteGetCommit:          s.getCommit,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")
@@ -95,7 +101,7 @@ func (s *Server) routes() {
 			path = strings.Replace(path, "{branch}", "{branch...}", 1)
 		case RouteGetContent:
 			path = strings.Replace(path, "{path}", "{path...}", 1)
-		case RouteDeleteRef:
+		case RouteDeleteRef, RouteGetRef, RouteUpdateRef:
 			path = strings.Replace(path, "{ref}", "{ref...}", 1)
 		case RouteGraphQL:
 			s.mux.HandleFunc(method+" "+s.graphQLPath(), h)

@@ -293,30 +293,38 @@ func (rp *repo) requiredChecks(branch string) (contexts []string, apps map[strin
 // success, as on GitHub. A check bound to an App counts only that App's
 // runs.
 func (rp *repo) requiredProblem(pr *PR) string {
-	contexts, apps, _, _ := rp.requiredChecks(pr.BaseRef)
-	runs := rp.latestRuns(pr.HeadSHA)
-	statuses := rp.latestStatuses(pr.HeadSHA)
+	contexts, _, _, _ := rp.requiredChecks(pr.BaseRef)
 	for _, c := range contexts {
-		app, bound := apps[c]
-		found, ok := false, true
-		for _, cr := range runs {
-			if cr.Name == c && (!bound || cr.AppID == app) {
-				found = true
-				ok = ok && cr.Status == "completed" && (cr.Conclusion == "success" || cr.Conclusion == "neutral" || cr.Conclusion == "skipped")
-			}
+		if p := rp.checkProblem(pr.BaseRef, c, pr.HeadSHA); p != "" {
+			return p
 		}
-		for _, st := range statuses {
-			if st.Context == c && !bound {
-				found = true
-				ok = ok && st.State == "success"
-			}
+	}
+	return ""
+}
+
+// checkProblem is requiredProblem for one required context of branch on
+// sha: GitHub's message, or "" when it passed.
+func (rp *repo) checkProblem(branch, c, sha string) string {
+	_, apps, _, _ := rp.requiredChecks(branch)
+	app, bound := apps[c]
+	found, ok := false, true
+	for _, cr := range rp.latestRuns(sha) {
+		if cr.Name == c && (!bound || cr.AppID == app) {
+			found = true
+			ok = ok && cr.Status == "completed" && (cr.Conclusion == "success" || cr.Conclusion == "neutral" || cr.Conclusion == "skipped")
 		}
-		if !found {
-			return fmt.Sprintf("Required status check %q is expected.", c)
+	}
+	for _, st := range rp.latestStatuses(sha) {
+		if st.Context == c && !bound {
+			found = true
+			ok = ok && st.State == "success"
 		}
-		if !ok {
-			return fmt.Sprintf("Required status check %q is failing or has not completed.", c)
-		}
+	}
+	if !found {
+		return fmt.Sprintf("Required status check %q is expected.", c)
+	}
+	if !ok {
+		return fmt.Sprintf("Required status check %q is failing or has not completed.", c)
 	}
 	return ""
 }

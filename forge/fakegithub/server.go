@@ -346,6 +346,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.settleCI() // simulated check runs that are due read as completed
 	rec := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
 	s.mux.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tenant)))
 

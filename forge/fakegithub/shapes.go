@@ -170,7 +170,7 @@ func (s *Server) prJSON(rp *repo, pr *PR, full bool) obj {
 		if pr.Merged {
 			mergedBy = s.botJSON()
 		}
-		var mergeable any = !pr.Unmergeable
+		var mergeable any = !pr.Unmergeable && !rp.conflicted(pr)
 		if pr.State != "open" {
 			mergeable = nil
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -65,6 +66,12 @@ type PR struct {
 	// Commits are the pull request's commits (default: one by its
 	// author, at its head).
 	Commits []Commit
+	// Files are the pull request's changes (path → content), committed
+	// on its base's tip as its head commit in the git model (default: a
+	// file of its own, pr/<n>.txt, so that pull requests conflict only
+	// when a test makes them touch the same path; TouchesWorkflows adds
+	// the workflow it changes).
+	Files map[string]string
 
 	// unknownReads is how many more GET /pulls/{n} answer mergeable null
 	// (GitHub recomputing mergeability after the base or the head moved).
@@ -99,7 +106,9 @@ type repo struct {
 	roles         map[string]customRole // login (lower case) -> role
 	comments      map[int64]int         // comment id -> PR number (AddComment)
 	reactions     map[reactionKey]reactionRec
-	private       bool // SetPrivate
+	private       bool     // SetPrivate
+	git           *gitRepo // the git model (git.go)
+	ci            *ciState // SimulateCI (ci.go); nil: no simulated CI
 }
 
 type checkRun struct {
@@ -175,12 +184,14 @@ func (s *Server) AddRepo(tenant, fullName, defaultBranch string) {
 		defaultBranch = "main"
 	}
 	s.installations[tenant] = true
+	root := DeriveSHA(fullName, defaultBranch)
 	s.repos[fullName] = &repo{
 		id:            s.newID(),
 		tenant:        tenant,
 		fullName:      fullName,
 		defaultBranch: defaultBranch,
-		branches:      map[string]string{defaultBranch: DeriveSHA(fullName, defaultBranch)},
+		branches:      map[string]string{defaultBranch: root},
+		git:           newGitRepo(root, nil, s.now()),
 		prs:           map[int]*PR{},
 		protection:    map[string]*branchRules{},
 		rulesets:      map[string]*branchRules{},
@@ -190,6 +201,7 @@ func (s *Server) AddRepo(tenant, fullName, defaultBranch string) {
 		suiteIDs:      map[string]int64{},
 		suiteAt:       map[int64]time.Time{},
 	}
+	s.repos[fullName].git.history[defaultBranch] = []string{root}
 }
 
 // AddPR adds (or replaces) a pull request; see PR for defaults. It returns
@@ -205,7 +217,7 @@ func (s *Server) AddPR(fullName string, pr PR) PR {
 		pr.BaseRef = rp.defaultBranch
 	}
 	if _, ok := rp.branches[pr.BaseRef]; !ok {
-		rp.branches[pr.BaseRef] = DeriveSHA(fullName, pr.BaseRef)
+		s.setRef(rp, pr.BaseRef, DeriveSHA(fullName, pr.BaseRef))
 	}
 	if pr.HeadRef == "" {
 		pr.HeadRef = fmt.Sprintf("feature-%d", pr.Number)
@@ -239,8 +251,16 @@ func (s *Server) AddPR(fullName string, pr PR) PR {
 		pr.AutoMergeAt = pr.CreatedAt
 	}
 	pr.Labels = slices.Clone(pr.Labels)
+	if pr.Files == nil {
+		pr.Files = map[string]string{fmt.Sprintf("pr/%d.txt", pr.Number): fmt.Sprintf("pull request %d\n", pr.Number)}
+		if pr.TouchesWorkflows {
+			pr.Files[workflowFile] = fmt.Sprintf("# changed by pull request %d\n", pr.Number)
+		}
+	}
+	pr.Files = maps.Clone(pr.Files)
 	p := pr
 	rp.prs[pr.Number] = &p
+	s.commitPRHead(rp, &p, "")
 	rp.issueEvents[pr.Number] = nil
 	for _, l := range p.Labels {
 		s.addIssueEvent(rp, p.Number, "labeled", l, p.LabeledAt)
@@ -265,6 +285,7 @@ func (s *Server) PR(fullName string, number int) (PR, bool) {
 func clonePR(p *PR) PR {
 	c := *p
 	c.Labels = slices.Clone(p.Labels)
+	c.Files = maps.Clone(p.Files)
 	return c
 }
 
@@ -279,6 +300,9 @@ func (s *Server) UpdatePR(fullName string, number int, fn func(*PR)) {
 	pr.UpdatedAt = s.now()
 	if pr.HeadSHA != before.HeadSHA || pr.BaseRef != before.BaseRef {
 		pr.unknownReads = s.unknownReads
+	}
+	if pr.HeadSHA != before.HeadSHA {
+		s.commitPRHead(rp, pr, before.HeadSHA) // a push to the head branch
 	}
 	s.recordTriggerChanges(rp, before, pr)
 }
@@ -301,15 +325,10 @@ func (s *Server) SetBaseHead(fullName, branch, sha string) {
 }
 
 // moveBase moves branch to sha and marks the open PRs of that base (but
-// except) behind and of unknown mergeability. Called with s.mu held.
+// except) behind and of unknown mergeability, or merged when sha holds
+// their head (moveBranch). Called with s.mu held.
 func (s *Server) moveBase(rp *repo, branch, sha string, except *PR) {
-	rp.branches[branch] = sha
-	for _, other := range rp.prs {
-		if other != except && other.State == "open" && other.BaseRef == branch {
-			other.Behind = true
-			other.unknownReads = s.unknownReads
-		}
-	}
+	s.moveBranch(rp, branch, sha, except)
 }
 
 // SetHead gives the PR a new head sha (a push: pull_request synchronize).
@@ -470,7 +489,7 @@ func (rp *repo) mergeableState(pr *PR) string {
 		return "unknown"
 	case pr.Draft:
 		return "draft"
-	case pr.Unmergeable:
+	case pr.Unmergeable, rp.conflicted(pr):
 		return "dirty"
 	case pr.Behind && strict:
 		return "behind"

@@ -1,0 +1,281 @@
+package fakegithub
+
+import (
+	"encoding/json"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The CI simulator: a CI system (GitHub Actions' App, CIAppID) that runs
+// one check on every commit pushed to the branches it watches, taking
+// Duration on the fake's clock, and fails the commits that hold bad code.
+// Runs complete when the clock says so: reading check runs (or anything)
+// after the due time sees them completed; CompleteDueChecks also sends
+// their check_run and check_suite completed deliveries to the webhook
+// (SetWebhook). No goroutine, no timer: a test advances its clock
+// (SetClock) to NextCIDue and asks.
+
+// CI configures SimulateCI.
+type CI struct {
+	// Name is the check run's name (default "ci"): make it required with
+	// SetRequired or SetRulesetRequired (SetRequiredApp with CIAppID to
+	// bind it to this CI).
+	Name string
+	// Duration is how long a run takes on the fake's clock (0: it is due
+	// at once, still in progress until read or CompleteDueChecks).
+	Duration time.Duration
+	// Bad are the pull requests whose code fails CI: every commit that
+	// holds one of them fails.
+	Bad []int
+	// Breaking are pairs of pull requests that fail only together.
+	Breaking [][2]int
+	// Branches are the branches CI runs on, as patterns (path.Match, and
+	// a trailing "/**" for everything under a prefix; "**" for all);
+	// matched against a pull request's head branch too. Default: every
+	// pull request's head and "mergegate/**".
+	Branches []string
+}
+
+// ciState is a repository's simulated CI. Guarded by Server.mu.
+type ciState struct {
+	cfg  CI
+	runs []*ciRun
+}
+
+// ciRun is one simulated run.
+type ciRun struct {
+	run        *checkRun
+	due        time.Time
+	conclusion string
+	done       bool // completed (by a read or CompleteDueChecks)
+	notified   bool // its deliveries went out (CompleteDueChecks)
+}
+
+// SimulateCI runs the CI cfg on fullName from now on: every commit pushed
+// afterwards to a branch it watches (a branch created or updated through
+// the API, a merge into a branch, a pull request's new head, SetBaseHead)
+// gets a check run cfg.Name, in_progress from the fake's clock, completed
+// cfg.Duration later: failure when the commit holds a Bad pull request or
+// both of a Breaking pair, else success. A commit gets one run, however
+// many branches it is pushed to. Calling it again replaces cfg (runs
+// already started keep their outcome).
+func (s *Server) SimulateCI(fullName string, cfg CI) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.mustRepo(fullName)
+	if cfg.Name == "" {
+		cfg.Name = "ci"
+	}
+	cfg.Bad = slices.Clone(cfg.Bad)
+	cfg.Breaking = slices.Clone(cfg.Breaking)
+	cfg.Branches = slices.Clone(cfg.Branches)
+	if rp.ci == nil {
+		rp.ci = &ciState{}
+	}
+	rp.ci.cfg = cfg
+}
+
+// watches: CI runs on branch (prHead: it is a pull request's head).
+func (c CI) watches(branch string, prHead bool) bool {
+	if c.Branches == nil {
+		return prHead || strings.HasPrefix(branch, "mergegate/")
+	}
+	for _, p := range c.Branches {
+		if p == "**" {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(p, "/**"); ok && strings.HasPrefix(branch, prefix+"/") {
+			return true
+		}
+		if ok, _ := path.Match(p, branch); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// fails: a commit holding prs fails this CI.
+func (c CI) fails(prs map[int]bool) bool {
+	for _, n := range c.Bad {
+		if prs[n] {
+			return true
+		}
+	}
+	for _, pair := range c.Breaking {
+		if prs[pair[0]] && prs[pair[1]] {
+			return true
+		}
+	}
+	return false
+}
+
+// startCI starts a run on sha, pushed to branch (pr: the pull request
+// whose head it is, or nil), when CI watches the branch and sha has no
+// run yet. Called with s.mu held.
+func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
+	ci := rp.ci
+	if ci == nil || !ci.cfg.watches(branch, pr != nil) {
+		return
+	}
+	for _, r := range ci.runs {
+		if r.run.HeadSHA == sha {
+			return
+		}
+	}
+	conclusion := "success"
+	if c := rp.git.commits[sha]; c != nil && ci.cfg.fails(c.prs) {
+		conclusion = "failure"
+	}
+	now := s.clock().UTC()
+	cr := &checkRun{ID: s.newID(), HeadSHA: sha, Name: ci.cfg.Name, Status: "in_progress",
+		AppID: CIAppID, AppSlug: "github-actions", StartedAt: s.now()}
+	rp.checkRuns = append(rp.checkRuns, cr)
+	ci.runs = append(ci.runs, &ciRun{run: cr, due: now.Add(ci.cfg.Duration), conclusion: conclusion})
+}
+
+// settleCI completes every run that is due. Called with s.mu held.
+func (s *Server) settleCI() []*ciRun {
+	now := s.clock().UTC()
+	var done []*ciRun
+	for _, rp := range s.repos {
+		if rp.ci == nil {
+			continue
+		}
+		for _, r := range rp.ci.runs {
+			if !r.done && !now.Before(r.due) {
+				r.done = true
+				r.run.Status, r.run.Conclusion, r.run.CompletedAt = "completed", r.conclusion, r.due.Truncate(time.Second)
+				done = append(done, r)
+			}
+		}
+	}
+	return done
+}
+
+// CompleteDueChecks completes every simulated run that is due on the
+// fake's clock and, when a webhook is set (SetWebhook), sends a check_run
+// completed delivery for each run completed since the last call (by it or
+// by a read) and a check_suite completed one for its suite, in GitHub's
+// shapes; a run on a branch's commit lists no pull_requests. It returns
+// how many runs it reported.
+func (s *Server) CompleteDueChecks() int {
+	s.mu.Lock()
+	s.settleCI()
+	type delivery struct {
+		event   string
+		payload []byte
+	}
+	var out []delivery
+	n := 0
+	for _, fullName := range slices.Sorted(maps.Keys(s.repos)) {
+		rp := s.repos[fullName]
+		if rp.ci == nil {
+			continue
+		}
+		for _, r := range rp.ci.runs {
+			if !r.done || r.notified {
+				continue
+			}
+			r.notified = true
+			n++
+			run, suite := s.ciPayloads(rp, r.run)
+			out = append(out, delivery{"check_run", run}, delivery{"check_suite", suite})
+		}
+	}
+	hookURL := s.hooks.hookURL
+	s.mu.Unlock()
+	if hookURL != "" {
+		for _, d := range out {
+			s.SendWebhook(d.event, "", d.payload)
+		}
+	}
+	return n
+}
+
+// NextCIDue returns when the next simulated run is due (false when none
+// is in progress): where a test or benchmark advances its clock to.
+func (s *Server) NextCIDue() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next time.Time
+	found := false
+	for _, rp := range s.repos {
+		if rp.ci == nil {
+			continue
+		}
+		for _, r := range rp.ci.runs {
+			if !r.done && (!found || r.due.Before(next)) {
+				next, found = r.due, true
+			}
+		}
+	}
+	return next, found
+}
+
+// CIRuns returns how many simulated runs started on fullName.
+func (s *Server) CIRuns(fullName string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ci := s.mustRepo(fullName).ci; ci != nil {
+		return len(ci.runs)
+	}
+	return 0
+}
+
+// ciPayloads are the check_run and check_suite completed deliveries of
+// run (octokit/webhooks' check_run/completed and check_suite/completed
+// examples, with the installation an App's deliveries carry). Called
+// with s.mu held.
+func (s *Server) ciPayloads(rp *repo, cr *checkRun) (run, suite []byte) {
+	prs := []obj{}
+	for _, n := range slices.Sorted(maps.Keys(rp.prs)) {
+		if pr := rp.prs[n]; pr.State == "open" && pr.HeadSHA == cr.HeadSHA {
+			prs = append(prs, s.prRefJSON(rp, pr))
+		}
+	}
+	var sv suiteView
+	for _, v := range s.suitesOf(rp, cr.HeadSHA) {
+		if v.appID == cr.AppID {
+			sv = v
+		}
+	}
+	st := s.checkSuiteJSON(rp, sv)
+	st["pull_requests"] = prs
+	delete(st, "repository")
+	inst, _ := strconv.ParseInt(rp.tenant, 10, 64)
+	installation := obj{"id": inst, "node_id": nodeID("I", inst)}
+	sender := s.userJSON("github-actions[bot]")
+	sender["type"] = "Bot"
+
+	ro := s.checkRunJSON(rp, cr)
+	ro["pull_requests"] = prs
+	inSuite := obj{}
+	for k, v := range st {
+		if k != "latest_check_runs_count" && k != "check_runs_url" {
+			inSuite[k] = v
+		}
+	}
+	ro["check_suite"] = inSuite
+	run, _ = json.Marshal(obj{"action": "completed", "check_run": ro, "repository": s.repoJSON(rp, false),
+		"sender": sender, "installation": installation})
+	suite, _ = json.Marshal(obj{"action": "completed", "check_suite": st, "repository": s.repoJSON(rp, false),
+		"sender": sender, "installation": installation})
+	return run, suite
+}
+
+// prRefJSON is a pull request as check runs and suites list it.
+func (s *Server) prRefJSON(rp *repo, pr *PR) obj {
+	_, name, _ := strings.Cut(rp.fullName, "/")
+	repoRef := obj{"id": rp.id, "url": s.apiURL("repos/%s", rp.fullName), "name": name}
+	return obj{
+		"url":    s.apiURL("repos/%s/pulls/%d", rp.fullName, pr.Number),
+		"id":     rp.id*100000 + int64(pr.Number),
+		"number": pr.Number,
+		"head":   obj{"ref": pr.HeadRef, "sha": pr.HeadSHA, "repo": repoRef},
+		"base":   obj{"ref": pr.BaseRef, "sha": rp.branches[pr.BaseRef], "repo": repoRef},
+	}
+}

@@ -1,0 +1,780 @@
+package fakegithub
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The git model: commits with parents and a tree (path → content), beside
+// the rest of the fake's state. Each repository's default branch starts at
+// a root commit holding the repository's files (SetFile, while nothing has
+// been committed on top of it); AddPR commits the pull request's Files on
+// top of its base's tip; merges are three-way at file level. The branch
+// tips stay in repo.branches (and PR heads in PR.HeadSHA), where the rest
+// of the fake reads them; every move goes through setRef, which records it
+// (BaseHistory) and gives a sha the model does not know a commit (a push
+// made with SetBaseHead or SetHead: the previous tip's tree, unchanged).
+//
+// Routes (docs.github.com, "Git references", "Git commits", "Branches:
+// merge a branch"):
+//
+//	GET    /repos/{o}/{r}/git/ref/{ref}          200 git-ref, 404 "Not Found"
+//	POST   /repos/{o}/{r}/git/refs               201 git-ref; 422 "Reference already exists", "Object does not exist"
+//	PATCH  /repos/{o}/{r}/git/refs/{ref}         200 git-ref; 422 "Update is not a fast forward", "Reference does not exist",
+//	                                             "Object does not exist", a protected branch's refusal
+//	DELETE /repos/{o}/{r}/git/refs/{ref}         204 (contents.go)
+//	POST   /repos/{o}/{r}/merges                 201 commit, 204 nothing to merge, 409 "Merge conflict",
+//	                                             404 "Base does not exist" / "Head does not exist"
+//	GET    /repos/{o}/{r}/git/commits/{sha}      200 git-commit, 404 "Not Found"
+const (
+	RouteGetRef      = "GET /repos/{owner}/{repo}/git/ref/{ref}"
+	RouteCreateRef   = "POST /repos/{owner}/{repo}/git/refs"
+	RouteUpdateRef   = "PATCH /repos/{owner}/{repo}/git/refs/{ref}"
+	RouteMergeBranch = "POST /repos/{owner}/{repo}/merges"
+	RouteGetCommit   = "GET /repos/{owner}/{repo}/git/commits/{commit_sha}"
+)
+
+// GitHub's messages of the git routes, as its users quote them.
+const (
+	// 422 on PATCH .../git/refs without force when the new sha does not
+	// contain the old one (bors-ng/bors-ng#856).
+	MsgNotFastForward = "Update is not a fast forward"
+	// 422 on POST .../git/refs for a ref that is there.
+	MsgRefExists = "Reference already exists"
+	// 422 on PATCH and DELETE of a ref that is not there.
+	MsgRefMissing = "Reference does not exist"
+	// 422 on a ref write to a sha the repository does not have.
+	MsgObjectMissing = "Object does not exist"
+	// 409 on POST /merges when head and base change the same file
+	// (octokit and github3.py document the merges API's 201, 204, 404,
+	// 409; sigmavirus24/github3.py#417).
+	MsgMergeConflict = "Merge conflict"
+	MsgBaseMissing   = "Base does not exist"
+	MsgHeadMissing   = "Head does not exist"
+	// A protected branch's refusals of a ref update (422): the sentences
+	// GitHub's push hook prints after "Protected branch update failed for
+	// refs/heads/<b>." (openwrt/packages#7624, kubeflow/pipelines#4384),
+	// as the REST API answers them (googleapis/repo-automation-bots#5551:
+	// an updateRef refused "Changes must be made through a pull
+	// request."; bors-ng/bors-ng#49: "Cannot force-push to a protected
+	// branch"). Required checks: MsgRequiredCheckExpectedFormat for one,
+	// MsgRequiredChecksExpectedFormat for several.
+	MsgPushNeedsPR                  = "Changes must be made through a pull request."
+	MsgPushForce                    = "Cannot force-push to a protected branch"
+	MsgPushMergeQueue               = "Changes must be made through the merge queue"
+	MsgRequiredCheckExpectedFormat  = "Required status check %q is expected."
+	MsgRequiredChecksExpectedFormat = "%d of %d required status checks are expected."
+)
+
+// commit is one commit of the model.
+type commit struct {
+	sha     string
+	parents []string
+	tree    map[string]string // path -> content; never mutated once stored
+	treeSHA string
+	message string
+	at      time.Time
+	prs     map[int]bool // the pull requests whose changes it holds
+}
+
+// gitRepo is one repository's git model. Guarded by Server.mu.
+type gitRepo struct {
+	commits   map[string]*commit
+	history   map[string][]string // branch -> every sha it pointed to, oldest first
+	goneHeads map[string]bool     // PR head branches deleted through the API
+	allowPush map[string]bool     // protected branches the App may push to (AllowPush)
+	root      string
+}
+
+// RefWrite is a branch created, updated, deleted or merged into through the
+// git routes.
+type RefWrite struct {
+	Repo   string `json:"repo"`
+	Action string `json:"action"` // "create", "update", "delete" or "merge"
+	Branch string `json:"branch"`
+	From   string `json:"from,omitempty"` // the tip before ("" for create)
+	SHA    string `json:"sha,omitempty"`  // the tip after ("" for delete)
+	Head   string `json:"head,omitempty"` // merge: the head merged in, as asked
+	Force  bool   `json:"force,omitempty"`
+}
+
+// treeSHA is a tree's id, from its sorted entries (path and blob sha).
+func treeSHA(tree map[string]string) string {
+	paths := slices.Sorted(maps.Keys(tree))
+	parts := make([]string, 0, 2*len(paths)+1)
+	parts = append(parts, "tree")
+	for _, p := range paths {
+		parts = append(parts, p, blobSHA(tree[p]))
+	}
+	return DeriveSHA(parts...)
+}
+
+// newGitRepo is a repository's model with its root commit at sha.
+func newGitRepo(root string, files map[string]string, at time.Time) *gitRepo {
+	g := &gitRepo{commits: map[string]*commit{}, history: map[string][]string{}, goneHeads: map[string]bool{}, allowPush: map[string]bool{}, root: root}
+	g.add(&commit{sha: root, tree: maps.Clone(files), message: "Initial commit", at: at})
+	return g
+}
+
+// add stores c, filling its tree sha and pull requests.
+func (g *gitRepo) add(c *commit) *commit {
+	if c.tree == nil {
+		c.tree = map[string]string{}
+	}
+	c.treeSHA = treeSHA(c.tree)
+	if c.prs == nil {
+		c.prs = map[int]bool{}
+	}
+	g.commits[c.sha] = c
+	return c
+}
+
+// child is a new commit on parents with tree and the union of the
+// parents' pull requests plus prs.
+func (g *gitRepo) child(sha string, parents []string, tree map[string]string, message string, at time.Time, prs ...int) *commit {
+	c := &commit{sha: sha, parents: parents, tree: tree, message: message, at: at, prs: map[int]bool{}}
+	for _, p := range parents {
+		if pc := g.commits[p]; pc != nil {
+			maps.Copy(c.prs, pc.prs)
+		}
+	}
+	for _, n := range prs {
+		c.prs[n] = true
+	}
+	return g.add(c)
+}
+
+// ancestors is sha and every commit reachable from it.
+func (g *gitRepo) ancestors(sha string) map[string]bool {
+	seen := map[string]bool{}
+	stack := []string{sha}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		if c := g.commits[s]; c != nil {
+			stack = append(stack, c.parents...)
+		}
+	}
+	return seen
+}
+
+// reachable: target is from or one of its ancestors.
+func (g *gitRepo) reachable(from, target string) bool {
+	return from == target || g.ancestors(from)[target]
+}
+
+// mergeBase is a nearest common ancestor of a and b ("" when none).
+func (g *gitRepo) mergeBase(a, b string) string {
+	of := g.ancestors(a)
+	seen := map[string]bool{}
+	queue := []string{b}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		if of[s] {
+			return s
+		}
+		if c := g.commits[s]; c != nil {
+			queue = append(queue, c.parents...)
+		}
+	}
+	return ""
+}
+
+// merge3 merges the trees of ours and theirs from their merge base, file
+// by file: a path changed on one side takes that side; changed on both to
+// different contents (or added on both, or changed on one side and
+// removed on the other) is a conflict.
+func (g *gitRepo) merge3(ours, theirs string) (tree map[string]string, conflicts []string) {
+	var base map[string]string
+	if mb := g.commits[g.mergeBase(ours, theirs)]; mb != nil {
+		base = mb.tree
+	}
+	a, b := g.treeOf(ours), g.treeOf(theirs)
+	tree = map[string]string{}
+	paths := map[string]bool{}
+	for _, t := range []map[string]string{base, a, b} {
+		for p := range t {
+			paths[p] = true
+		}
+	}
+	for p := range paths {
+		o, inO := base[p]
+		x, inA := a[p]
+		y, inB := b[p]
+		switch {
+		case inA == inB && x == y:
+			if inA {
+				tree[p] = x
+			}
+		case inA == inO && x == o:
+			if inB {
+				tree[p] = y
+			}
+		case inB == inO && y == o:
+			if inA {
+				tree[p] = x
+			}
+		default:
+			conflicts = append(conflicts, p)
+		}
+	}
+	sort.Strings(conflicts)
+	return tree, conflicts
+}
+
+func (g *gitRepo) treeOf(sha string) map[string]string {
+	if c := g.commits[sha]; c != nil {
+		return c.tree
+	}
+	return nil
+}
+
+// setRef points branch at sha, recording it; a sha the model does not know
+// becomes a commit on the branch's previous tip (or the default branch's)
+// with its tree. Called with s.mu held.
+func (s *Server) setRef(rp *repo, branch, sha string) {
+	g := rp.git
+	if g.commits[sha] == nil {
+		parent, ok := rp.branches[branch]
+		if !ok {
+			parent = rp.branches[rp.defaultBranch]
+		}
+		var parents []string
+		if g.commits[parent] != nil {
+			parents = []string{parent}
+		}
+		g.child(sha, parents, maps.Clone(g.treeOf(parent)), "Push to "+branch, s.now())
+	}
+	rp.branches[branch] = sha
+	g.history[branch] = append(g.history[branch], sha)
+}
+
+// moveBranch moves branch to sha after a push or a merge (every move of a
+// branch but the one that merges except, whose merge recorded itself):
+// as after a push to GitHub, every open pull request of that base whose
+// head is now in it is merged (GitHub marks a pull request merged when
+// its head is pushed to its base, refined-github/sandbox#163; its
+// merge_commit_sha is the pushed commit), the others are behind and of
+// unknown mergeability; a commit pushed to a branch CI runs on starts CI.
+// A PR head branch that moves gives its pull request a new head. Called
+// with s.mu held.
+func (s *Server) moveBranch(rp *repo, branch, sha string, except *PR) {
+	if _, ok := rp.branches[branch]; !ok {
+		if pr := rp.headPR(branch); pr != nil {
+			s.setPRHead(rp, pr, sha)
+			return
+		}
+	}
+	s.setRef(rp, branch, sha)
+	var in map[string]bool
+	now := s.now()
+	for _, n := range slices.Sorted(maps.Keys(rp.prs)) {
+		other := rp.prs[n]
+		if other == except || other.State != "open" || other.BaseRef != branch {
+			continue
+		}
+		if in == nil {
+			in = rp.git.ancestors(sha)
+		}
+		if in[other.HeadSHA] {
+			other.State, other.Merged, other.MergeCommitSHA = "closed", true, sha
+			other.MergedAt, other.ClosedAt, other.UpdatedAt = now, now, now
+			continue
+		}
+		other.Behind = true
+		other.unknownReads = s.unknownReads
+	}
+	s.startCI(rp, branch, sha, nil)
+}
+
+// setPRHead gives pr the head sha (a push to its head branch), committing
+// it on the previous head with the pull request's Files when the model
+// does not know it. Called with s.mu held.
+func (s *Server) setPRHead(rp *repo, pr *PR, sha string) {
+	from := pr.HeadSHA
+	pr.HeadSHA = sha
+	pr.UpdatedAt = s.now()
+	pr.unknownReads = s.unknownReads
+	s.commitPRHead(rp, pr, from)
+}
+
+// commitPRHead makes pr's head a commit of the model (on parent, or on
+// its base's tip when parent is not one): its parent's tree with the
+// pull request's Files. A head the model knows is left as it is. Starts
+// CI on it. Called with s.mu held.
+func (s *Server) commitPRHead(rp *repo, pr *PR, parent string) {
+	g := rp.git
+	if g.commits[pr.HeadSHA] == nil {
+		if g.commits[parent] == nil {
+			parent = rp.branches[pr.BaseRef]
+		}
+		tree := maps.Clone(g.treeOf(parent))
+		if tree == nil {
+			tree = map[string]string{}
+		}
+		maps.Copy(tree, pr.Files)
+		var parents []string
+		if g.commits[parent] != nil {
+			parents = []string{parent}
+		}
+		g.child(pr.HeadSHA, parents, tree, pr.Title, s.now(), pr.Number)
+	}
+	s.startCI(rp, pr.HeadRef, pr.HeadSHA, pr)
+}
+
+// headPR is the open (else the newest) same-repository pull request whose
+// head branch is branch, unless that branch was deleted.
+func (rp *repo) headPR(branch string) *PR {
+	if rp.git.goneHeads[branch] {
+		return nil
+	}
+	var found *PR
+	for _, pr := range rp.prs {
+		if pr.Fork || pr.HeadRef != branch {
+			continue
+		}
+		if found == nil || (pr.State == "open") != (found.State == "open") && pr.State == "open" ||
+			(pr.State == "open") == (found.State == "open") && pr.Number > found.Number {
+			found = pr
+		}
+	}
+	return found
+}
+
+// refSHA is where branch points: a branch, or a pull request's head
+// branch.
+func (rp *repo) refSHA(branch string) (string, bool) {
+	if sha, ok := rp.branches[branch]; ok {
+		return sha, true
+	}
+	if pr := rp.headPR(branch); pr != nil {
+		return pr.HeadSHA, true
+	}
+	return "", false
+}
+
+// conflicted: the pull request's head and its base's tip change a file
+// differently (the model's conflict; PR.Unmergeable is the set one).
+func (rp *repo) conflicted(pr *PR) bool {
+	tip := rp.branches[pr.BaseRef]
+	if rp.git.commits[tip] == nil || rp.git.commits[pr.HeadSHA] == nil {
+		return false
+	}
+	_, conflicts := rp.git.merge3(tip, pr.HeadSHA)
+	return len(conflicts) > 0
+}
+
+// commitPRMerge writes the merge of pr (method merge, squash or rebase)
+// onto its base's tip as commit sha: a merge commit of the tip and the
+// head, or one commit on the tip, with the three-way merge's tree either
+// way. Called with s.mu held.
+func (s *Server) commitPRMerge(rp *repo, pr *PR, method, sha, message string) {
+	g := rp.git
+	tip := rp.branches[pr.BaseRef]
+	tree, _ := g.merge3(tip, pr.HeadSHA)
+	parents := []string{tip, pr.HeadSHA}
+	if method != "merge" {
+		parents = []string{tip}
+	}
+	c := g.child(sha, parents, tree, message, s.now(), pr.Number)
+	if hc := g.commits[pr.HeadSHA]; hc != nil {
+		maps.Copy(c.prs, hc.prs)
+	}
+}
+
+// commitBranchUpdate writes update-branch's new head: for "update" a
+// merge commit of the old head and the base's tip, for "rebase" one commit
+// on the tip, with the merge's tree. Called with s.mu held.
+func (s *Server) commitBranchUpdate(rp *repo, pr *PR, from, kind string) {
+	g := rp.git
+	tip := rp.branches[pr.BaseRef]
+	tree, _ := g.merge3(tip, from)
+	parents := []string{from, tip}
+	if kind == "rebase" {
+		parents = []string{tip}
+	}
+	c := g.child(pr.HeadSHA, parents, tree, "Merge branch '"+pr.BaseRef+"' into "+pr.HeadRef, s.now(), pr.Number)
+	if fc := g.commits[from]; fc != nil {
+		maps.Copy(c.prs, fc.prs)
+	}
+	s.startCI(rp, pr.HeadRef, pr.HeadSHA, pr)
+}
+
+// pushRefusal is the message with which a protected branch refuses the
+// App's move of branch from one sha to another, or "": a branch with
+// classic protection or a ruleset refuses unless the App may bypass it
+// (AllowPush), when the move is forced and not a fast-forward, pushes are
+// restricted, the merge queue or reviews are required, the new tip has
+// not passed the required checks (GitHub lets a push through whose
+// commit has: bors-ng/bors-ng#301), or linear history is required and
+// the push brings a merge commit. Called with s.mu held.
+func (rp *repo) pushRefusal(branch, from, to string, force bool) string {
+	prot, rs := rp.protection[branch], rp.rulesets[branch]
+	if (prot == nil && rs == nil) || rp.git.allowPush[branch] {
+		return ""
+	}
+	e := rp.rulesOf(branch)
+	reviews := (prot != nil && prot.reviewsOn) || (rs != nil && rs.reviewsOn)
+	switch {
+	case force && !rp.git.reachable(to, from):
+		return MsgPushForce
+	case e.pushRestricted:
+		return MsgNotAuthorized
+	case e.mergeQueue:
+		return MsgPushMergeQueue
+	case reviews:
+		return MsgPushNeedsPR
+	}
+	if contexts, _, _, _ := rp.requiredChecks(branch); len(contexts) > 0 {
+		var missing []string
+		for _, c := range contexts {
+			if rp.checkProblem(branch, c, to) != "" {
+				missing = append(missing, c)
+			}
+		}
+		switch {
+		case len(missing) == 1:
+			return fmt.Sprintf(MsgRequiredCheckExpectedFormat, missing[0])
+		case len(missing) > 1:
+			return fmt.Sprintf(MsgRequiredChecksExpectedFormat, len(missing), len(contexts))
+		}
+	}
+	if e.linear {
+		before := rp.git.ancestors(from)
+		for sha := range rp.git.ancestors(to) {
+			if c := rp.git.commits[sha]; !before[sha] && c != nil && len(c.parents) > 1 {
+				return MsgLinearHistory
+			}
+		}
+	}
+	return ""
+}
+
+// AllowPush puts the App on branch's bypass list: its protection and
+// rulesets no longer refuse the App's ref updates (PATCH .../git/refs).
+// Merges of pull requests are not affected.
+func (s *Server) AllowPush(fullName, branch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mustRepo(fullName).git.allowPush[branch] = true
+}
+
+// BaseHistory returns every sha branch pointed to, oldest first (its first
+// tip included; a move to the sha it had counts again).
+func (s *Server) BaseHistory(fullName, branch string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.mustRepo(fullName).git.history[branch])
+}
+
+// Contains returns the numbers of the pull requests whose changes commit
+// sha holds (their heads, or their squashed or rebased commits, are in
+// its history), sorted; nil for a commit the model does not know.
+func (s *Server) Contains(fullName, sha string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.mustRepo(fullName).git.commits[sha]
+	if c == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(c.prs))
+}
+
+// TreeOf returns the tree sha of commit sha ("" for a commit the model does
+// not know).
+func (s *Server) TreeOf(fullName, sha string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.mustRepo(fullName).git.commits[sha]; c != nil {
+		return c.treeSHA
+	}
+	return ""
+}
+
+// FilesOf returns the files of commit sha (path → content), nil for a
+// commit the model does not know.
+func (s *Server) FilesOf(fullName, sha string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.mustRepo(fullName).git.commits[sha]; c != nil {
+		return maps.Clone(c.tree)
+	}
+	return nil
+}
+
+// Parents returns the parents of commit sha.
+func (s *Server) Parents(fullName, sha string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.mustRepo(fullName).git.commits[sha]; c != nil {
+		return slices.Clone(c.parents)
+	}
+	return nil
+}
+
+// RefWrites returns the ref writes and branch merges made through the git
+// routes, in order.
+func (s *Server) RefWrites() []RefWrite {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.rec.refWrites)
+}
+
+// refJSON is GitHub's git-ref.
+func (s *Server) refJSON(rp *repo, branch, sha string) obj {
+	return obj{
+		"ref":     "refs/heads/" + branch,
+		"node_id": nodeID("REF", int64(len(branch))+rp.id),
+		"url":     s.apiURL("repos/%s/git/refs/heads/%s", rp.fullName, branch),
+		"object": obj{
+			"type": "commit",
+			"sha":  sha,
+			"url":  s.apiURL("repos/%s/git/commits/%s", rp.fullName, sha),
+		},
+	}
+}
+
+// personJSON is a commit's author or committer.
+func personJSON(name string, at time.Time) obj {
+	return obj{"name": name, "email": name + "@users.noreply.github.com", "date": ts(at)}
+}
+
+// parentsJSON are a commit's parents as GitHub lists them: urls under
+// kind ("git/commits" in a git commit, "commits" in a commit).
+func (s *Server) parentsJSON(rp *repo, c *commit, kind string) []obj {
+	out := []obj{}
+	for _, p := range c.parents {
+		out = append(out, obj{"sha": p, "url": s.apiURL("repos/%s/%s/%s", rp.fullName, kind, p),
+			"html_url": fmt.Sprintf("%s%s/commit/%s", htmlBase, rp.fullName, p)})
+	}
+	return out
+}
+
+// gitCommitJSON is GitHub's git-commit (GET .../git/commits/{sha}).
+func (s *Server) gitCommitJSON(rp *repo, c *commit) obj {
+	return obj{
+		"sha":       c.sha,
+		"node_id":   "C_" + c.sha[:min(len(c.sha), 12)],
+		"url":       s.apiURL("repos/%s/git/commits/%s", rp.fullName, c.sha),
+		"html_url":  fmt.Sprintf("%s%s/commit/%s", htmlBase, rp.fullName, c.sha),
+		"author":    personJSON("octocat", c.at),
+		"committer": personJSON("octocat", c.at),
+		"message":   c.message,
+		"tree":      obj{"sha": c.treeSHA, "url": s.apiURL("repos/%s/git/trees/%s", rp.fullName, c.treeSHA)},
+		"parents":   s.parentsJSON(rp, c, "git/commits"),
+		"verification": obj{
+			"verified": false, "reason": "unsigned", "signature": nil, "payload": nil, "verified_at": nil,
+		},
+	}
+}
+
+// commitJSON is GitHub's commit (the merges API's 201): the git commit
+// under "commit", GitHub users as author and committer.
+func (s *Server) commitJSON(rp *repo, c *commit) obj {
+	return obj{
+		"sha":          c.sha,
+		"node_id":      "C_" + c.sha[:min(len(c.sha), 12)],
+		"url":          s.apiURL("repos/%s/commits/%s", rp.fullName, c.sha),
+		"html_url":     fmt.Sprintf("%s%s/commit/%s", htmlBase, rp.fullName, c.sha),
+		"comments_url": s.apiURL("repos/%s/commits/%s/comments", rp.fullName, c.sha),
+		"commit": obj{
+			"url":           s.apiURL("repos/%s/git/commits/%s", rp.fullName, c.sha),
+			"author":        personJSON(AppBotLogin, c.at),
+			"committer":     personJSON("GitHub", c.at),
+			"message":       c.message,
+			"tree":          obj{"sha": c.treeSHA, "url": s.apiURL("repos/%s/git/trees/%s", rp.fullName, c.treeSHA)},
+			"comment_count": 0,
+			"verification":  obj{"verified": false, "reason": "unsigned", "signature": nil, "payload": nil, "verified_at": nil},
+		},
+		"author":    s.botJSON(),
+		"committer": s.userJSON("web-flow"),
+		"parents":   s.parentsJSON(rp, c, "commits"),
+	}
+}
+
+// branchOfRef is the branch of "heads/<branch>" ("refs/" optional).
+func branchOfRef(ref string) (string, bool) {
+	b, ok := strings.CutPrefix(strings.TrimPrefix(ref, "refs/"), "heads/")
+	return b, ok && b != ""
+}
+
+// getRef answers GET /repos/{owner}/{repo}/git/ref/{ref}: a branch or a
+// pull request's head branch; 404 "Not Found" for any other ref.
+func (s *Server) getRef(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	branch, ok := branchOfRef(r.PathValue("ref"))
+	sha, found := rp.refSHA(branch)
+	if !ok || !found {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.refJSON(rp, branch, sha))
+}
+
+// createRef answers POST /repos/{owner}/{repo}/git/refs {ref, sha}: 201
+// with the ref (and its Location); 422 "Reference already exists",
+// "Object does not exist" for a sha the repository does not have, and
+// "Validation Failed" for a name that is not refs/heads/<branch> (the
+// fake models branches only).
+func (s *Server) createRef(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	var body struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	branch, ok := branchOfRef(body.Ref)
+	switch {
+	case !ok || !strings.HasPrefix(body.Ref, "refs/"):
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	case rp.git.commits[body.SHA] == nil:
+		writeError(w, http.StatusUnprocessableEntity, MsgObjectMissing)
+		return
+	}
+	if _, exists := rp.refSHA(branch); exists {
+		writeError(w, http.StatusUnprocessableEntity, MsgRefExists)
+		return
+	}
+	delete(rp.git.goneHeads, branch)
+	s.setRef(rp, branch, body.SHA)
+	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "create", Branch: branch, SHA: body.SHA})
+	s.startCI(rp, branch, body.SHA, nil)
+	w.Header().Set("Location", s.apiURL("repos/%s/git/refs/heads/%s", rp.fullName, branch))
+	writeJSON(w, http.StatusCreated, s.refJSON(rp, branch, body.SHA))
+}
+
+// updateRef answers PATCH /repos/{owner}/{repo}/git/refs/{ref} {sha,
+// force}: 200 with the ref; 422 "Reference does not exist", "Object does
+// not exist", "Update is not a fast forward" (without force, a sha that
+// does not contain the tip), or a protected branch's refusal
+// (pushRefusal).
+func (s *Server) updateRef(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	var body struct {
+		SHA   string `json:"sha"`
+		Force bool   `json:"force"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	branch, ok := branchOfRef(r.PathValue("ref"))
+	from, exists := rp.refSHA(branch)
+	switch {
+	case !ok || !exists:
+		writeError(w, http.StatusUnprocessableEntity, MsgRefMissing)
+		return
+	case rp.git.commits[body.SHA] == nil:
+		writeError(w, http.StatusUnprocessableEntity, MsgObjectMissing)
+		return
+	case !body.Force && !rp.git.reachable(body.SHA, from):
+		writeError(w, http.StatusUnprocessableEntity, MsgNotFastForward)
+		return
+	}
+	if msg := rp.pushRefusal(branch, from, body.SHA, body.Force); msg != "" {
+		writeError(w, http.StatusUnprocessableEntity, msg)
+		return
+	}
+	if body.SHA != from {
+		s.moveBranch(rp, branch, body.SHA, nil)
+	}
+	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "update", Branch: branch, From: from, SHA: body.SHA, Force: body.Force})
+	writeJSON(w, http.StatusOK, s.refJSON(rp, branch, body.SHA))
+}
+
+// mergeBranch answers POST /repos/{owner}/{repo}/merges {base, head,
+// commit_message}: 201 with the new merge commit (always a merge commit,
+// parents base's tip and head; a fresh sha each time, as GitHub's commits
+// carry their time), 204 with no body when head is already in base, 409
+// "Merge conflict", 404 "Base does not exist" / "Head does not exist".
+// head is a branch or a commit sha.
+func (s *Server) mergeBranch(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	var body struct {
+		Base          string `json:"base"`
+		Head          string `json:"head"`
+		CommitMessage string `json:"commit_message"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if body.Base == "" || body.Head == "" {
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	tip, ok := rp.refSHA(body.Base)
+	if !ok {
+		writeError(w, http.StatusNotFound, MsgBaseMissing)
+		return
+	}
+	head, ok := rp.refSHA(body.Head)
+	if !ok {
+		head = body.Head
+	}
+	if rp.git.commits[head] == nil {
+		writeError(w, http.StatusNotFound, MsgHeadMissing)
+		return
+	}
+	if rp.git.reachable(tip, head) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	tree, conflicts := rp.git.merge3(tip, head)
+	if len(conflicts) > 0 {
+		writeError(w, http.StatusConflict, MsgMergeConflict)
+		return
+	}
+	msg := body.CommitMessage
+	if msg == "" {
+		msg = fmt.Sprintf("Merge %s into %s", body.Head, body.Base)
+	}
+	sha := DeriveSHA(rp.fullName, tip, head, "merges", strconv.FormatInt(s.newID(), 10))
+	c := rp.git.child(sha, []string{tip, head}, tree, msg, s.now())
+	s.moveBranch(rp, body.Base, sha, nil)
+	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "merge", Branch: body.Base, From: tip, SHA: sha, Head: body.Head})
+	writeJSON(w, http.StatusCreated, s.commitJSON(rp, c))
+}
+
+// getCommit answers GET /repos/{owner}/{repo}/git/commits/{commit_sha}:
+// 200 with the commit (its tree and parents), 404 "Not Found".
+func (s *Server) getCommit(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	c := rp.git.commits[r.PathValue("commit_sha")]
+	if c == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.gitCommitJSON(rp, c))
+}
