@@ -61,7 +61,8 @@ func (h *harness) runCI(rounds int, done func() bool) time.Duration {
 		}
 		at, ok := h.gh.NextCIDue()
 		if !ok {
-			h.t.Fatalf("nothing left running, and not done: queue %+v, groups %+v", h.queue(), h.groups())
+			next, timer := h.clock.NextTimer()
+			h.t.Fatalf("nothing left running, and not done (busy %d, next timer %v %v, now %v): queue %+v, groups %+v", h.app.Engine.Busy(), next, timer, h.clock.Now(), h.queue(), h.groups())
 		}
 		if at.After(h.clock.Now()) {
 			h.clock.Set(at)
@@ -124,9 +125,9 @@ func (h *harness) landedOnlyTested(want ...int) {
 		}
 	}
 	for _, w := range h.gh.RefWrites() {
-		if b, ok := strings.CutPrefix(w.Ref, "refs/heads/"); ok && strings.HasPrefix(b, leasedo.BranchPrefix) {
-			if _, exists := h.gh.BranchHead(testRepo, b); exists {
-				h.t.Errorf("branch %s was left behind", b)
+		if strings.HasPrefix(w.Branch, leasedo.BranchPrefix) {
+			if _, exists := h.gh.BranchHead(testRepo, w.Branch); exists {
+				h.t.Errorf("branch %s was left behind", w.Branch)
 			}
 		}
 	}
@@ -143,10 +144,11 @@ func (h *harness) comments(n int) []string {
 	return out
 }
 
-// Five pull requests, #3 bad: the first group of four fails, its halves
-// find #3, which is told why; the others land, at tested commits only.
+// Five pull requests that each pass alone, #1 and #3 breaking the base
+// together: the first group of four fails, bisection finds #3, which is
+// told why; the others land, at tested commits only.
 func TestTrainLandsWhatWasTested(t *testing.T) {
-	h := trainHarness(t, "mode: train\n", fakegithub.CI{Bad: []int{3}})
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{Breaking: [][2]int{{1, 3}}})
 	h.gh.AllowPush(testRepo, testBase)
 	h.openLabeled(1, 2, 3, 4, 5)
 	h.runCI(40, h.queueEmpty)
@@ -177,8 +179,14 @@ func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
 	h.openLabeled(1, 2, 3, 4, 5, 6)
 	h.runCI(60, h.queueEmpty)
 	h.landedOnlyTested(1, 2, 3, 5, 6)
-	if c := h.comments(4); len(c) != 1 || !strings.Contains(c[0], "#2") {
-		t.Errorf("#4's author read %q, want the pull requests ahead of it named (#2)", c)
+	// What #4 failed on held #2, landed by then or ahead of it.
+	if c := h.comments(4); len(c) != 1 || !strings.Contains(c[0], "passed its own checks but failed merged together with "+testBase) {
+		t.Errorf("#4's author read %q", c)
+	}
+	for _, n := range []int{1, 2, 3, 5, 6} {
+		if c := h.comments(n); len(c) != 0 {
+			t.Errorf("#%d was told %q", n, c)
+		}
 	}
 }
 

@@ -44,12 +44,22 @@ type Group struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// BranchPrefix starts the name of every branch mergegate makes.
-const BranchPrefix = "mergegate/"
+// Branches mergegate makes: each group's branch, where CI runs, and the
+// branch it is built on, where CI must not run (each merge is a push).
+const (
+	BranchPrefix      = "mergegate/"
+	BuildBranchPrefix = "mergegate-build/"
+)
 
 // Branch is the group's branch: mergegate/<base>/<id>.
 func (g Group) Branch() string {
 	return BranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
+}
+
+// BuildBranch is the branch the group's merges are made on before its
+// result is pushed to Branch: mergegate-build/<base>/<id>.
+func (g Group) BuildBranch() string {
+	return BuildBranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
 }
 
 // Numbers lists the members' numbers, in order.

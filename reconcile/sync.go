@@ -212,7 +212,7 @@ func (s *Syncer) step(ctx context.Context, l *leasedo.Lease, items []leasedo.Ite
 		if heads[it.PRNumber] && dueHead(it) && !handled[it.PRNumber] {
 			changed, wait, err := s.advance(ctx, l, it, true, handled)
 			if changed || err != nil {
-				return changed, wait, err
+				return changed, minRetry(retry, wait), err
 			}
 			retry = minRetry(retry, wait)
 		}
@@ -226,7 +226,9 @@ func (s *Syncer) step(ctx context.Context, l *leasedo.Lease, items []leasedo.Ite
 		evals++
 		changed, wait, err := s.advance(ctx, l, it, false, handled)
 		if changed || err != nil {
-			return changed, wait, err
+			// A head's retry found before is kept: the entry is handled
+			// for the rest of this sync, and only the retry brings it back.
+			return changed, minRetry(retry, wait), err
 		}
 		retry = minRetry(retry, wait)
 	}
@@ -235,9 +237,9 @@ func (s *Syncer) step(ctx context.Context, l *leasedo.Lease, items []leasedo.Ite
 		return false, retry, err
 	}
 	for _, base := range s.trainBases(k, items, groups) {
-		changed, wait, err := s.trainStep(ctx, l, base, items, groups)
+		changed, wait, err := s.trainStep(ctx, l, base, items, groups, handled)
 		if changed || err != nil {
-			return changed, wait, err
+			return changed, minRetry(retry, wait), err
 		}
 		retry = minRetry(retry, wait)
 	}

@@ -39,7 +39,7 @@ func (s *Syncer) trainBases(k leasedo.Key, items []leasedo.Item, groups []leased
 
 // trainStep takes the next action on base's train. It reports whether
 // anything changed and when to come back.
-func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, items []leasedo.Item, all []leasedo.Group) (bool, time.Duration, error) {
+func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, items []leasedo.Item, all []leasedo.Group, handled map[int]bool) (bool, time.Duration, error) {
 	k := l.Key
 	pol := s.policyOf(k, base)
 	f := rules.TrainFacts{Base: base, Entries: map[int]leasedo.Item{}, Now: s.clock.Now()}
@@ -94,12 +94,12 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 	}
 	a := rules.DecideTrain(f, pol)
 	log := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", base).Logger()
-	if a.Kind != rules.TrainWait {
+	if a.Group.ID != 0 {
 		log = log.With().Int64("group", a.Group.ID).Logger()
 	}
 	switch a.Kind {
 	case rules.TrainWait:
-		return false, a.After, nil
+		return false, 0, nil
 
 	case rules.TrainDisband:
 		log.Info().Str("reason", a.Reason).Msg("merge train disbanded")
@@ -135,6 +135,14 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 		return true, 0, nil
 
 	case rules.TrainPlan:
+		if len(a.PRs) < pol.Train.WithDefaults().BatchSize {
+			// Checks finish about together, their deliveries one by one:
+			// read the entries next in line whose checks were still
+			// running, so that the group takes whatever is ready now.
+			if changed, err := s.readWaiting(ctx, l, base, items, handled, pol.Train.WithDefaults().BatchSize-len(a.PRs)); changed || err != nil {
+				return changed, 0, err
+			}
+		}
 		prs, changed, err := s.clearForks(ctx, l, pol, f.Entries, a.PRs)
 		if err != nil || len(prs) == 0 {
 			return changed, 0, err
@@ -191,6 +199,26 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, fmt.Sprintf("#%d failed in the group ahead", a.Culprit.Number))
 	}
 	return false, 0, fmt.Errorf("%s: train of %s: unknown action %v", k, base, a.Kind)
+}
+
+// readWaiting reads again up to n entries of base whose checks had not
+// concluded (once per sync each) and reports whether one changed.
+func (s *Syncer) readWaiting(ctx context.Context, l *leasedo.Lease, base string, items []leasedo.Item, handled map[int]bool, n int) (bool, error) {
+	for _, it := range items {
+		if n == 0 {
+			break
+		}
+		if it.BaseRef != base || it.Status != leasedo.StatusEvaluating || handled[it.PRNumber] {
+			continue
+		}
+		n--
+		handled[it.PRNumber] = true
+		changed, _, err := s.advance(ctx, l, it, false, handled)
+		if changed || err != nil {
+			return changed, err
+		}
+	}
+	return false, nil
 }
 
 // groupGate is the base's required checks on a group's head commit.
@@ -274,18 +302,16 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	if err := s.store.SaveGroup(ctx, l, g); err != nil {
 		return false, 0, err
 	}
-	branch := g.Branch()
-	err := s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, parent)
-	if errors.Is(err, forge.ErrRefExists) {
-		// Left by a build a restart interrupted: it is ours to reset.
-		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, parent, true)
-	}
-	if err != nil {
+	// The merges are made on a branch of their own, outside mergegate/**,
+	// and the result pushed to the group's branch once: CI runs on the
+	// commit to test, not on every merge on the way (bors' staging.tmp).
+	tmp := g.BuildBranch()
+	if err := s.resetBranch(ctx, k, tmp, parent); err != nil {
 		return false, 0, err
 	}
 	head := parent
 	for i, m := range g.PRs {
-		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, branch, m.SHA,
+		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, tmp, m.SHA,
 			fmt.Sprintf("Merge #%d into %s (mergegate train group %d)", m.Number, f.Base, g.ID))
 		switch {
 		case errors.Is(err, forge.ErrMergeConflict):
@@ -307,6 +333,11 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			head = res.SHA
 		}
 	}
+	branch := g.Branch()
+	if err := s.resetBranch(ctx, k, branch, head); err != nil {
+		return false, 0, err
+	}
+	s.deleteBranchQuietly(ctx, k, tmp)
 	g.State, g.Head, g.BuiltAt = leasedo.GroupTesting, head, s.clock.Now().UnixMilli()
 	if err := s.store.SaveGroup(ctx, l, g); err != nil {
 		return false, 0, err
@@ -505,17 +536,45 @@ func (s *Syncer) dropGroup(ctx context.Context, l *leasedo.Lease, g leasedo.Grou
 	return s.store.DeleteGroup(ctx, l, g.ID)
 }
 
-// deleteGroupBranch deletes g's branch; one already gone is not an error,
+// resetBranch points branch at sha, creating it; one left by a build a
+// restart interrupted is mergegate's own to reset.
+func (s *Syncer) resetBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
+	err := s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
+	if errors.Is(err, forge.ErrRefExists) {
+		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
+	}
+	return err
+}
+
+// deleteGroupBranch deletes g's branch (and, while it is being built, the
+// branch its merges are made on); one already gone is not an error,
 // nor is a refusal (a leftover branch is reset when its name is used
 // again), which is logged.
 func (s *Syncer) deleteGroupBranch(ctx context.Context, k leasedo.Key, g leasedo.Group) error {
-	err := s.gh.DeleteBranch(ctx, k.Tenant, k.Repo, g.Branch())
+	if g.State == leasedo.GroupBuilding {
+		if err := s.deleteTrainBranch(ctx, k, g.BuildBranch()); err != nil {
+			return err
+		}
+	}
+	return s.deleteTrainBranch(ctx, k, g.Branch())
+}
+
+func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch string) error {
+	err := s.gh.DeleteBranch(ctx, k.Tenant, k.Repo, branch)
 	switch {
 	case err == nil, errors.Is(err, forge.ErrNotFound):
 		return nil
 	case forge.IsRetryable(err):
 		return err
 	}
-	s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Str("branch", g.Branch()).Msg("could not delete a merge train branch (the App needs contents: write)")
+	s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Str("branch", branch).Msg("could not delete a merge train branch (the App needs contents: write)")
 	return nil
+}
+
+// deleteBranchQuietly deletes a branch whose deletion nothing waits for;
+// a failure is logged (a leftover is reset when its name is used again).
+func (s *Syncer) deleteBranchQuietly(ctx context.Context, k leasedo.Key, branch string) {
+	if err := s.deleteTrainBranch(ctx, k, branch); err != nil {
+		s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Str("branch", branch).Msg("could not delete a merge train branch; it is reset when used again")
+	}
 }

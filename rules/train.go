@@ -152,9 +152,6 @@ type TrainAction struct {
 	Landing string               // TrainLand
 	// Reason says why, for the log and the groups' record.
 	Reason string
-	// After (TrainWait): look again then, without an event (a group's
-	// check timeout); 0: at the next event.
-	After time.Duration
 }
 
 // DecideTrain returns the next action on one base's train. Its rules, in
@@ -208,7 +205,6 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		}
 		break
 	}
-	var wait time.Duration
 	built, aheadPassed := 0, true
 	for i, g := range f.Groups {
 		parent := f.Tip
@@ -227,13 +223,11 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		case leasedo.GroupTesting:
 			gate := gateAt(f, i)
 			failed, why := gate.Result == forge.GateFailure, gate.Reason
-			if !failed && gate.Result != forge.GateSuccess && p.CheckTimeout > 0 && g.BuiltAt > 0 {
-				left := time.UnixMilli(g.BuiltAt).Add(p.CheckTimeout).Sub(f.Now)
-				if left <= 0 {
-					failed, why = true, fmt.Sprintf("its checks did not finish within %s", duration(p.CheckTimeout))
-				} else {
-					wait = minPositive(wait, left)
-				}
+			// A timeout is seen at the next event or the cron's pass, as
+			// a serial head's is.
+			if !failed && gate.Result != forge.GateSuccess && p.CheckTimeout > 0 && g.BuiltAt > 0 &&
+				!f.Now.Before(time.UnixMilli(g.BuiltAt).Add(p.CheckTimeout)) {
+				failed, why = true, fmt.Sprintf("its checks did not finish within %s", duration(p.CheckTimeout))
 			}
 			switch {
 			case gate.Result == forge.GateSuccess:
@@ -262,7 +256,7 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		}
 		return TrainAction{Kind: TrainPlan, PRs: prs, Reason: "pull requests ready"}
 	}
-	idle := TrainAction{Kind: TrainWait, After: wait}
+	idle := TrainAction{Kind: TrainWait}
 	if p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == leasedo.GroupPassed {
 		idle.Reason = p.FrozenReason()
 	}
@@ -335,11 +329,4 @@ func Ahead(groups []leasedo.Group, id int64) []int {
 		out = append(out, g.Numbers()...)
 	}
 	return out
-}
-
-func minPositive(a, b time.Duration) time.Duration {
-	if a <= 0 || (b > 0 && b < a) {
-		return b
-	}
-	return a
 }

@@ -283,9 +283,10 @@ func translatePush(d leasedo.Delivery) (Translation, error) {
 	switch {
 	case !ok:
 		return Translation{Ignored: fmt.Sprintf("push to %s is not a branch push", quoted(p.Ref))}, nil
-	case strings.HasPrefix(branch, OwnBranchPrefix):
-		// A merge train's branch (mergegate/<base>/<id>): mergegate built
-		// it and reads its checks through their own events.
+	case strings.HasPrefix(branch, leasedo.BranchPrefix), strings.HasPrefix(branch, leasedo.BuildBranchPrefix):
+		// A merge train's branch (mergegate/<base>/<id>, or the one it is
+		// built on): mergegate made it and reads its checks through their
+		// own events.
 		return Translation{Ignored: "push to mergegate's own branch " + branch}, nil
 	case p.Deleted || strings.Trim(p.After, "0") == "":
 		return Translation{Ignored: "branch " + branch + " was deleted"}, nil
@@ -302,10 +303,6 @@ func translatePush(d leasedo.Delivery) (Translation, error) {
 	}
 	return t, nil
 }
-
-// OwnBranchPrefix starts the names of the branches mergegate builds
-// (merge trains' mergegate/<base>/<id>).
-const OwnBranchPrefix = "mergegate/"
 
 // PolicyPath is a repository's policy file (package policy's Path).
 const PolicyPath = ".github/mergegate.yml"
