@@ -73,6 +73,14 @@ func (h *harness) runCI(rounds int, done func() bool) time.Duration {
 	return 0
 }
 
+// restartTrain restarts mergegate (with loseState, on an empty database)
+// and points the fake GitHub's deliveries at its new address.
+func (h *harness) restartTrain(loseState bool) {
+	h.t.Helper()
+	h.restart(loseState)
+	h.gh.SetWebhook(h.pub+"/webhook", testSecret)
+}
+
 func (h *harness) groups() []leasedo.Group {
 	h.t.Helper()
 	gs, err := h.app.Store.Groups(context.Background(), testKey)
@@ -295,4 +303,55 @@ func TestTrainNewPushLeavesTheGroup(t *testing.T) {
 	if files := h.gh.FilesOf(testRepo, tip); files == nil {
 		t.Fatal("no tree for the base")
 	}
+}
+
+// Crashes in the middle: the landing's push happened but its answer was
+// lost; a build stopped half-way; mergegate restarted while groups
+// tested, once with its database lost. Nothing lands untested, nothing is
+// lost, nothing lands twice.
+func TestTrainSurvivesCrashes(t *testing.T) {
+	t.Run("landing answered 502 after it happened, then a restart", func(t *testing.T) {
+		h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+		h.gh.AllowPush(testRepo, testBase)
+		h.gh.Fail(fakegithub.RouteUpdateRef, 1, fakegithub.FaultLostAnswer(502))
+		h.openLabeled(1, 2)
+		h.runCI(10, func() bool { return h.gh.FaultsLeft(fakegithub.RouteUpdateRef) == 0 })
+		h.restartTrain(false)
+		h.runCI(10, h.queueEmpty)
+		h.landedOnlyTested(1, 2)
+		if n := len(h.gh.BaseHistory(testRepo, testBase)); n != 2 {
+			t.Errorf("the base moved %d times, want once: %v", n-1, h.gh.BaseHistory(testRepo, testBase))
+		}
+	})
+	t.Run("a build stopped half-way, then a restart", func(t *testing.T) {
+		h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+		h.gh.AllowPush(testRepo, testBase)
+		// The second merge into the build branch fails: the group is
+		// stored building, its branch half made.
+		h.gh.Fail(fakegithub.RouteMergeBranch, 1, fakegithub.FaultStatus(502, "Server Error"))
+		h.openLabeled(1, 2)
+		h.runCI(10, func() bool { return h.gh.FaultsLeft(fakegithub.RouteMergeBranch) == 0 })
+		h.restartTrain(false)
+		h.runCI(10, h.queueEmpty)
+		h.landedOnlyTested(1, 2)
+	})
+	t.Run("restarts while groups test, the second with the database lost", func(t *testing.T) {
+		h := trainHarness(t, "mode: train\nbatch_size: 2\n", fakegithub.CI{Breaking: [][2]int{{1, 4}}})
+		h.gh.AllowPush(testRepo, testBase)
+		h.openLabeled(1, 2, 3, 4, 5)
+		h.runCI(10, func() bool { return len(h.groups()) == 2 && h.groups()[1].State == leasedo.GroupTesting })
+		h.restartTrain(false)
+		h.runCI(10, func() bool { gs := h.groups(); return len(gs) > 0 && gs[0].State == leasedo.GroupTesting })
+		h.restartTrain(true) // the start-up pass rebuilds the queue from GitHub
+		h.runCI(40, h.queueEmpty)
+		tip, _ := h.gh.BranchHead(testRepo, testBase)
+		got := h.gh.Contains(testRepo, tip)
+		if slices.Contains(got, 1) && slices.Contains(got, 4) {
+			t.Errorf("the base holds both #1 and #4, which break it together: %v", got)
+		}
+		h.landedOnlyTested(got...)
+		if len(got) < 4 {
+			t.Errorf("the base holds %v: want all but one of #1 and #4", got)
+		}
+	})
 }
