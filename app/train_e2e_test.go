@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -290,6 +291,27 @@ func TestTrainNewPushLeavesTheGroup(t *testing.T) {
 	h.gh.AllowPush(testRepo, testBase)
 	h.openLabeled(1, 2)
 	h.runCI(10, func() bool { gs := h.groups(); return len(gs) == 1 && gs[0].State == leasedo.GroupTesting })
+	// The dashboard shows the group, its branch and state.
+	code, _, body := h.adminDo("GET", "/repos/"+testTenant+"/"+testRepo+".json", "", nil)
+	var v struct {
+		Trains []struct {
+			Base    string `json:"base"`
+			Landing string `json:"landing"`
+			Groups  []struct {
+				State  string `json:"state"`
+				Branch string `json:"branch"`
+				PRs    []leasedo.GroupPR
+			} `json:"groups"`
+		} `json:"trains"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); code != 200 || err != nil || len(v.Trains) != 1 || v.Trains[0].Landing != "fast-forward" ||
+		len(v.Trains[0].Groups) != 1 || v.Trains[0].Groups[0].State != leasedo.GroupTesting || !strings.HasPrefix(v.Trains[0].Groups[0].Branch, "mergegate/master/") {
+		t.Errorf("dashboard = %d %v %+v", code, err, v)
+	}
+	code, _, page := h.adminDo("GET", "/repos/"+testTenant+"/"+testRepo, "", nil)
+	if code != 200 || !strings.Contains(page, "Merge train for master") || !strings.Contains(page, "#1, #2") {
+		t.Errorf("the repository's page does not show the train (%d)", code)
+	}
 	newHead := strings.Repeat("9", 40)
 	h.gh.SetHead(testRepo, 2, newHead)
 	h.mustSend("pull_request", h.prPayload("synchronize", 2, newHead, "automerge"))
@@ -354,4 +376,27 @@ func TestTrainSurvivesCrashes(t *testing.T) {
 			t.Errorf("the base holds %v: want all but one of #1 and #4", got)
 		}
 	})
+}
+
+// A fork's code runs in the repository's CI once it is in a group: it
+// enters one only when someone with write permission queued it.
+func TestTrainForkNeedsAWriter(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	h.gh.SetRole(testRepo, "member", "write")
+	for n, author := range map[int]string{1: "outsider", 2: "member"} {
+		pr := h.gh.AddPR(testRepo, fakegithub.PR{Number: n, BaseRef: testBase, Labels: []string{"automerge"}, Author: author, Fork: true})
+		h.mustSend("pull_request", h.prPayload("labeled", n, pr.HeadSHA, "automerge"))
+	}
+	h.runCI(20, func() bool { return len(h.liveQueue()) == 1 && len(h.groups()) == 0 })
+	h.landedOnlyTested(2)
+	q := h.liveQueue()
+	if q[0].PRNumber != 1 || !strings.Contains(q[0].GateReason, "once someone with write permission queues it") {
+		t.Errorf("queue = %+v, want #1 waiting for a writer", q)
+	}
+	for _, w := range h.gh.RefWrites() {
+		if w.Head == q[0].PRSha {
+			t.Errorf("the outsider's head was merged into %s", w.Branch)
+		}
+	}
 }
