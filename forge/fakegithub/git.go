@@ -51,9 +51,11 @@ const (
 	MsgRefMissing = "Reference does not exist"
 	// 422 on a ref write to a sha the repository does not have.
 	MsgObjectMissing = "Object does not exist"
-	// 409 on POST /merges when head and base change the same file
-	// (octokit and github3.py document the merges API's 201, 204, 404,
-	// 409; sigmavirus24/github3.py#417).
+	// 409 on POST /merges when head and base change the same file. The
+	// merges API answers 201 (merged), 204 (nothing to merge), 404
+	// (missing base or head), 409 (conflict): GitHub's v3 "Perform a
+	// merge" page, as sigmavirus24/github3.py#417 quotes it. The 404s'
+	// words are the fake's: GitHub's page names the cases only.
 	MsgMergeConflict = "Merge conflict"
 	MsgBaseMissing   = "Base does not exist"
 	MsgHeadMissing   = "Head does not exist"
@@ -81,14 +83,16 @@ type commit struct {
 	message string
 	at      time.Time
 	prs     map[int]bool // the pull requests whose changes it holds
+	gen     int          // 1 + its parents' greatest (a root's is 1): walks stop below a commit's
 }
 
 // gitRepo is one repository's git model. Guarded by Server.mu.
 type gitRepo struct {
 	commits   map[string]*commit
-	history   map[string][]string // branch -> every sha it pointed to, oldest first
-	goneHeads map[string]bool     // PR head branches deleted through the API
-	allowPush map[string]bool     // protected branches the App may push to (AllowPush)
+	history   map[string][]string     // branch -> every sha it pointed to, oldest first
+	goneHeads map[string]bool         // PR head branches deleted through the API
+	allowPush map[string]bool         // protected branches the App may push to (AllowPush)
+	owners    map[string]map[int]bool // path -> the pull requests whose Files change it
 	root      string
 }
 
@@ -117,7 +121,8 @@ func treeSHA(tree map[string]string) string {
 
 // newGitRepo is a repository's model with its root commit at sha.
 func newGitRepo(root string, files map[string]string, at time.Time) *gitRepo {
-	g := &gitRepo{commits: map[string]*commit{}, history: map[string][]string{}, goneHeads: map[string]bool{}, allowPush: map[string]bool{}, root: root}
+	g := &gitRepo{commits: map[string]*commit{}, history: map[string][]string{}, goneHeads: map[string]bool{}, allowPush: map[string]bool{},
+		owners: map[string]map[int]bool{}, root: root}
 	g.add(&commit{sha: root, tree: maps.Clone(files), message: "Initial commit", at: at})
 	return g
 }
@@ -130,6 +135,12 @@ func (g *gitRepo) add(c *commit) *commit {
 	c.treeSHA = treeSHA(c.tree)
 	if c.prs == nil {
 		c.prs = map[int]bool{}
+	}
+	c.gen = 1
+	for _, p := range c.parents {
+		if pc := g.commits[p]; pc != nil {
+			c.gen = max(c.gen, pc.gen+1)
+		}
 	}
 	g.commits[c.sha] = c
 	return c
@@ -150,8 +161,9 @@ func (g *gitRepo) child(sha string, parents []string, tree map[string]string, me
 	return g.add(c)
 }
 
-// ancestors is sha and every commit reachable from it.
-func (g *gitRepo) ancestors(sha string) map[string]bool {
+// ancestors is sha and every commit reachable from it down to generation
+// floor (0: all of them).
+func (g *gitRepo) ancestors(sha string, floor int) map[string]bool {
 	seen := map[string]bool{}
 	stack := []string{sha}
 	for len(stack) > 0 {
@@ -160,36 +172,58 @@ func (g *gitRepo) ancestors(sha string) map[string]bool {
 		if s == "" || seen[s] {
 			continue
 		}
+		c := g.commits[s]
+		if c != nil && c.gen < floor {
+			continue
+		}
 		seen[s] = true
-		if c := g.commits[s]; c != nil {
+		if c != nil {
 			stack = append(stack, c.parents...)
 		}
 	}
 	return seen
 }
 
-// reachable: target is from or one of its ancestors.
+// reachable: target is from or one of its ancestors (the walk stops below
+// target's generation).
 func (g *gitRepo) reachable(from, target string) bool {
-	return from == target || g.ancestors(from)[target]
+	if from == target {
+		return true
+	}
+	t := g.commits[target]
+	if t == nil {
+		return false
+	}
+	return g.ancestors(from, t.gen)[target]
 }
 
-// mergeBase is a nearest common ancestor of a and b ("" when none).
+// mergeBase is a best common ancestor of a and b ("" when none): walking
+// down from both, highest generation first, the first commit reached from
+// both sides.
 func (g *gitRepo) mergeBase(a, b string) string {
-	of := g.ancestors(a)
-	seen := map[string]bool{}
-	queue := []string{b}
+	const fromA, fromB = 1, 2
+	color := map[string]int{}
+	var queue []*commit // kept sorted by generation, highest last
+	push := func(sha string, side int) {
+		c := g.commits[sha]
+		if c == nil || color[sha]&side != 0 {
+			return
+		}
+		color[sha] |= side
+		i, _ := slices.BinarySearchFunc(queue, c.gen, func(q *commit, gen int) int { return q.gen - gen })
+		queue = slices.Insert(queue, i, c)
+	}
+	push(a, fromA)
+	push(b, fromB)
 	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		if s == "" || seen[s] {
-			continue
+		c := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		side := color[c.sha]
+		if side == fromA|fromB {
+			return c.sha
 		}
-		seen[s] = true
-		if of[s] {
-			return s
-		}
-		if c := g.commits[s]; c != nil {
-			queue = append(queue, c.parents...)
+		for _, p := range c.parents {
+			push(p, side)
 		}
 	}
 	return ""
@@ -258,7 +292,7 @@ func (s *Server) setRef(rp *repo, branch, sha string) {
 		if g.commits[parent] != nil {
 			parents = []string{parent}
 		}
-		g.child(sha, parents, maps.Clone(g.treeOf(parent)), "Push to "+branch, s.now())
+		g.child(sha, parents, g.treeOf(parent), "Push to "+branch, s.now()) // trees are never changed: shared
 	}
 	rp.branches[branch] = sha
 	g.history[branch] = append(g.history[branch], sha)
@@ -289,7 +323,13 @@ func (s *Server) moveBranch(rp *repo, branch, sha string, except *PR) {
 			continue
 		}
 		if in == nil {
-			in = rp.git.ancestors(sha)
+			floor := 0
+			for _, pr := range rp.prs {
+				if c := rp.git.commits[pr.HeadSHA]; pr.State == "open" && pr.BaseRef == branch && c != nil && (floor == 0 || c.gen < floor) {
+					floor = c.gen
+				}
+			}
+			in = rp.git.ancestors(sha, floor)
 		}
 		if in[other.HeadSHA] {
 			other.State, other.Merged, other.MergeCommitSHA = "closed", true, sha
@@ -319,6 +359,12 @@ func (s *Server) setPRHead(rp *repo, pr *PR, sha string) {
 // CI on it. Called with s.mu held.
 func (s *Server) commitPRHead(rp *repo, pr *PR, parent string) {
 	g := rp.git
+	for p := range pr.Files {
+		if g.owners[p] == nil {
+			g.owners[p] = map[int]bool{}
+		}
+		g.owners[p][pr.Number] = true
+	}
 	if g.commits[pr.HeadSHA] == nil {
 		if g.commits[parent] == nil {
 			parent = rp.branches[pr.BaseRef]
@@ -343,13 +389,15 @@ func (rp *repo) headPR(branch string) *PR {
 	if rp.git.goneHeads[branch] {
 		return nil
 	}
+	better := func(a, b *PR) bool {
+		if (a.State == "open") != (b.State == "open") {
+			return a.State == "open"
+		}
+		return a.Number > b.Number
+	}
 	var found *PR
 	for _, pr := range rp.prs {
-		if pr.Fork || pr.HeadRef != branch {
-			continue
-		}
-		if found == nil || (pr.State == "open") != (found.State == "open") && pr.State == "open" ||
-			(pr.State == "open") == (found.State == "open") && pr.Number > found.Number {
+		if !pr.Fork && pr.HeadRef == branch && (found == nil || better(pr, found)) {
 			found = pr
 		}
 	}
@@ -371,6 +419,15 @@ func (rp *repo) refSHA(branch string) (string, bool) {
 // conflicted: the pull request's head and its base's tip change a file
 // differently (the model's conflict; PR.Unmergeable is the set one).
 func (rp *repo) conflicted(pr *PR) bool {
+	// Only pull requests change files (pushes keep their tree): one whose
+	// files no other pull request changes cannot conflict.
+	shared := false
+	for p := range pr.Files {
+		shared = shared || len(rp.git.owners[p]) > 1
+	}
+	if !shared {
+		return false
+	}
 	tip := rp.branches[pr.BaseRef]
 	if rp.git.commits[tip] == nil || rp.git.commits[pr.HeadSHA] == nil {
 		return false
@@ -455,8 +512,12 @@ func (rp *repo) pushRefusal(branch, from, to string, force bool) string {
 		}
 	}
 	if e.linear {
-		before := rp.git.ancestors(from)
-		for sha := range rp.git.ancestors(to) {
+		floor := 0
+		if c := rp.git.commits[from]; c != nil {
+			floor = c.gen
+		}
+		before := rp.git.ancestors(from, floor)
+		for sha := range rp.git.ancestors(to, floor) {
 			if c := rp.git.commits[sha]; !before[sha] && c != nil && len(c.parents) > 1 {
 				return MsgLinearHistory
 			}

@@ -384,3 +384,28 @@ func TestProtectedBaseRefusesThePush(t *testing.T) {
 		t.Errorf("a plain branch: %d %q", st, msg)
 	}
 }
+
+// The merge base is the nearest common ancestor: a file changed by X,
+// then by Y on the base, merges cleanly with a pull request opened after X
+// that holds X's version (from the root it would be a conflict).
+func TestMergeBaseIsTheNearest(t *testing.T) {
+	s, c, _ := newGitServer(t)
+	s.SetMergeableUnknownReads(0)
+	tok := "token " + c.token
+	merge := func(n int, sha string) {
+		t.Helper()
+		if st, _, v := c.do("PUT", fmt.Sprintf("repos/octo/r/pulls/%d/merge", n), tok, map[string]string{"sha": sha}, nil); st != 200 {
+			t.Fatalf("merge PR %d: %d %v", n, st, v)
+		}
+	}
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "x", Files: map[string]string{"f": "x\n"}})
+	merge(1, "x")
+	s.AddPR("octo/r", fakegithub.PR{Number: 2, HeadSHA: "y", Files: map[string]string{"f": "y\n"}})
+	s.AddPR("octo/r", fakegithub.PR{Number: 3, HeadSHA: "z", Files: map[string]string{"f": "x\n", "g": "z\n"}})
+	merge(2, "y")
+	merge(3, "z")
+	tip, _ := s.BranchHead("octo/r", "main")
+	if got := s.FilesOf("octo/r", tip); got["f"] != "y\n" || got["g"] != "z\n" {
+		t.Errorf("main = %v, want f from 2 and g from 3", got)
+	}
+}
