@@ -186,7 +186,10 @@ func (s *Server) CompleteDueChecks() int {
 			r.notified = true
 			n++
 			run, suite := s.ciPayloads(rp, r.run)
-			out = append(out, delivery{"check_run", run}, delivery{"check_suite", suite})
+			out = append(out, delivery{"check_run", run})
+			if suite != nil { // GitHub completes a suite when its last run does
+				out = append(out, delivery{"check_suite", suite})
+			}
 		}
 	}
 	hookURL := s.hooks.hookURL
@@ -225,8 +228,8 @@ func (s *Server) CIRuns(fullName string) int {
 
 // ciPayloads are the check_run and check_suite completed deliveries of
 // run (octokit/webhooks' check_run/completed and check_suite/completed
-// examples, with the installation an App's deliveries carry). Called
-// with s.mu held.
+// examples, with the installation an App's deliveries carry); suite is nil
+// while another run of the suite is not completed. Called with s.mu held.
 func (s *Server) ciPayloads(rp *repo, cr *checkRun) (run, suite []byte) {
 	prs := []obj{}
 	for _, n := range slices.Sorted(maps.Keys(rp.prs)) {
@@ -259,8 +262,10 @@ func (s *Server) ciPayloads(rp *repo, cr *checkRun) (run, suite []byte) {
 	ro["check_suite"] = inSuite
 	run, _ = json.Marshal(obj{"action": "completed", "check_run": ro, "repository": s.repoJSON(rp, false),
 		"sender": sender, "installation": installation})
-	suite, _ = json.Marshal(obj{"action": "completed", "check_suite": st, "repository": s.repoJSON(rp, false),
-		"sender": sender, "installation": installation})
+	if sv.status == "completed" {
+		suite, _ = json.Marshal(obj{"action": "completed", "check_suite": st, "repository": s.repoJSON(rp, false),
+			"sender": sender, "installation": installation})
+	}
 	return run, suite
 }
 
