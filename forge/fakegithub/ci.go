@@ -127,7 +127,7 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	}
 	ci.shas[sha] = true
 	conclusion := "success"
-	if c := rp.git.commits[sha]; c != nil && ci.cfg.fails(c.prs) {
+	if ci.cfg.fails(rp.git.prsOf(sha)) {
 		conclusion = "failure"
 	}
 	now := s.clock().UTC()

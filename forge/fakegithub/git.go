@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -78,12 +77,17 @@ const (
 type commit struct {
 	sha     string
 	parents []string
-	tree    map[string]string // path -> content; never mutated once stored
+	tree    *tree
 	treeSHA string
 	message string
 	at      time.Time
-	prs     map[int]bool // the pull requests whose changes it holds
-	gen     int          // 1 + its parents' greatest (a root's is 1): walks stop below a commit's
+	// own are the pull requests whose changes it brings itself (a PR's
+	// head, a squash or rebase merge), via the commits whose changes it
+	// holds without having them as parents (a squash's or rebase's PR
+	// head): what prsOf walks besides the parents.
+	own []int
+	via []string
+	gen int // 1 + its parents' greatest (a root's is 1): walks stop below a commit's
 }
 
 // gitRepo is one repository's git model. Guarded by Server.mu.
@@ -123,19 +127,16 @@ func treeSHA(tree map[string]string) string {
 func newGitRepo(root string, files map[string]string, at time.Time) *gitRepo {
 	g := &gitRepo{commits: map[string]*commit{}, history: map[string][]string{}, goneHeads: map[string]bool{}, allowPush: map[string]bool{},
 		owners: map[string]map[int]bool{}, root: root}
-	g.add(&commit{sha: root, tree: maps.Clone(files), message: "Initial commit", at: at})
+	g.add(&commit{sha: root, tree: flatTree(files), message: "Initial commit", at: at})
 	return g
 }
 
-// add stores c, filling its tree sha and pull requests.
+// add stores c, filling its tree sha and generation.
 func (g *gitRepo) add(c *commit) *commit {
 	if c.tree == nil {
-		c.tree = map[string]string{}
+		c.tree = flatTree(nil)
 	}
-	c.treeSHA = treeSHA(c.tree)
-	if c.prs == nil {
-		c.prs = map[int]bool{}
-	}
+	c.treeSHA = c.tree.sha
 	c.gen = 1
 	for _, p := range c.parents {
 		if pc := g.commits[p]; pc != nil {
@@ -146,19 +147,32 @@ func (g *gitRepo) add(c *commit) *commit {
 	return c
 }
 
-// child is a new commit on parents with tree and the union of the
-// parents' pull requests plus prs.
-func (g *gitRepo) child(sha string, parents []string, tree map[string]string, message string, at time.Time, prs ...int) *commit {
-	c := &commit{sha: sha, parents: parents, tree: tree, message: message, at: at, prs: map[int]bool{}}
-	for _, p := range parents {
-		if pc := g.commits[p]; pc != nil {
-			maps.Copy(c.prs, pc.prs)
+// child is a new commit on parents with tree, bringing the changes of
+// the pull requests own.
+func (g *gitRepo) child(sha string, parents []string, t *tree, message string, at time.Time, own ...int) *commit {
+	return g.add(&commit{sha: sha, parents: parents, tree: t, message: message, at: at, own: own})
+}
+
+// prsOf is the set of pull requests whose changes commit sha holds: its
+// own and those of every commit it has in its history (or via).
+func (g *gitRepo) prsOf(sha string) map[int]bool {
+	prs := map[int]bool{}
+	seen := map[string]bool{}
+	stack := []string{sha}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		c := g.commits[s]
+		if c == nil || seen[s] {
+			continue
 		}
+		seen[s] = true
+		for _, n := range c.own {
+			prs[n] = true
+		}
+		stack = append(append(stack, c.parents...), c.via...)
 	}
-	for _, n := range prs {
-		c.prs[n] = true
-	}
-	return g.add(c)
+	return prs
 }
 
 // ancestors is sha and every commit reachable from it down to generation
@@ -229,53 +243,23 @@ func (g *gitRepo) mergeBase(a, b string) string {
 	return ""
 }
 
-// merge3 merges the trees of ours and theirs from their merge base, file
-// by file: a path changed on one side takes that side; changed on both to
-// different contents (or added on both, or changed on one side and
-// removed on the other) is a conflict.
-func (g *gitRepo) merge3(ours, theirs string) (tree map[string]string, conflicts []string) {
-	var base map[string]string
+// merge3 merges the tree of theirs into the tree of ours from their
+// merge base, file by file (mergeTrees).
+func (g *gitRepo) merge3(ours, theirs string) (*tree, []string) {
+	base := flatTree(nil)
 	if mb := g.commits[g.mergeBase(ours, theirs)]; mb != nil {
 		base = mb.tree
 	}
-	a, b := g.treeOf(ours), g.treeOf(theirs)
-	tree = map[string]string{}
-	paths := map[string]bool{}
-	for _, t := range []map[string]string{base, a, b} {
-		for p := range t {
-			paths[p] = true
-		}
-	}
-	for p := range paths {
-		o, inO := base[p]
-		x, inA := a[p]
-		y, inB := b[p]
-		switch {
-		case inA == inB && x == y:
-			if inA {
-				tree[p] = x
-			}
-		case inA == inO && x == o:
-			if inB {
-				tree[p] = y
-			}
-		case inB == inO && y == o:
-			if inA {
-				tree[p] = x
-			}
-		default:
-			conflicts = append(conflicts, p)
-		}
-	}
-	sort.Strings(conflicts)
-	return tree, conflicts
+	return mergeTrees(base, g.treeOf(ours), g.treeOf(theirs))
 }
 
-func (g *gitRepo) treeOf(sha string) map[string]string {
+// treeOf is commit sha's tree (an empty one for a commit the model does
+// not know).
+func (g *gitRepo) treeOf(sha string) *tree {
 	if c := g.commits[sha]; c != nil {
 		return c.tree
 	}
-	return nil
+	return flatTree(nil)
 }
 
 // setRef points branch at sha, recording it; a sha the model does not know
@@ -292,7 +276,7 @@ func (s *Server) setRef(rp *repo, branch, sha string) {
 		if g.commits[parent] != nil {
 			parents = []string{parent}
 		}
-		g.child(sha, parents, g.treeOf(parent), "Push to "+branch, s.now()) // trees are never changed: shared
+		g.child(sha, parents, g.treeOf(parent), "Push to "+branch, s.now())
 	}
 	rp.branches[branch] = sha
 	g.history[branch] = append(g.history[branch], sha)
@@ -369,16 +353,11 @@ func (s *Server) commitPRHead(rp *repo, pr *PR, parent string) {
 		if g.commits[parent] == nil {
 			parent = rp.branches[pr.BaseRef]
 		}
-		tree := maps.Clone(g.treeOf(parent))
-		if tree == nil {
-			tree = map[string]string{}
-		}
-		maps.Copy(tree, pr.Files)
 		var parents []string
 		if g.commits[parent] != nil {
 			parents = []string{parent}
 		}
-		g.child(pr.HeadSHA, parents, tree, pr.Title, s.now(), pr.Number)
+		g.child(pr.HeadSHA, parents, g.treeOf(parent).with(pr.Files), pr.Title, s.now(), pr.Number)
 	}
 	s.startCI(rp, pr.HeadRef, pr.HeadSHA, pr)
 }
@@ -444,14 +423,11 @@ func (s *Server) commitPRMerge(rp *repo, pr *PR, method, sha, message string) {
 	g := rp.git
 	tip := rp.branches[pr.BaseRef]
 	tree, _ := g.merge3(tip, pr.HeadSHA)
-	parents := []string{tip, pr.HeadSHA}
-	if method != "merge" {
-		parents = []string{tip}
+	if method == "merge" {
+		g.child(sha, []string{tip, pr.HeadSHA}, tree, message, s.now())
+		return
 	}
-	c := g.child(sha, parents, tree, message, s.now(), pr.Number)
-	if hc := g.commits[pr.HeadSHA]; hc != nil {
-		maps.Copy(c.prs, hc.prs)
-	}
+	g.child(sha, []string{tip}, tree, message, s.now()).via = []string{pr.HeadSHA}
 }
 
 // commitBranchUpdate writes update-branch's new head: for "update" a
@@ -461,13 +437,10 @@ func (s *Server) commitBranchUpdate(rp *repo, pr *PR, from, kind string) {
 	g := rp.git
 	tip := rp.branches[pr.BaseRef]
 	tree, _ := g.merge3(tip, from)
-	parents := []string{from, tip}
 	if kind == "rebase" {
-		parents = []string{tip}
-	}
-	c := g.child(pr.HeadSHA, parents, tree, "Merge branch '"+pr.BaseRef+"' into "+pr.HeadRef, s.now(), pr.Number)
-	if fc := g.commits[from]; fc != nil {
-		maps.Copy(c.prs, fc.prs)
+		g.child(pr.HeadSHA, []string{tip}, tree, pr.Title, s.now()).via = []string{from}
+	} else {
+		g.child(pr.HeadSHA, []string{from, tip}, tree, "Merge branch '"+pr.BaseRef+"' into "+pr.HeadRef, s.now())
 	}
 	s.startCI(rp, pr.HeadRef, pr.HeadSHA, pr)
 }
@@ -549,11 +522,11 @@ func (s *Server) BaseHistory(fullName, branch string) []string {
 func (s *Server) Contains(fullName, sha string) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.mustRepo(fullName).git.commits[sha]
-	if c == nil {
+	g := s.mustRepo(fullName).git
+	if g.commits[sha] == nil {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(c.prs))
+	return slices.Sorted(maps.Keys(g.prsOf(sha)))
 }
 
 // TreeOf returns the tree sha of commit sha ("" for a commit the model does
@@ -573,7 +546,7 @@ func (s *Server) FilesOf(fullName, sha string) map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.mustRepo(fullName).git.commits[sha]; c != nil {
-		return maps.Clone(c.tree)
+		return c.tree.files()
 	}
 	return nil
 }
