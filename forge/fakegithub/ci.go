@@ -44,6 +44,7 @@ type CI struct {
 type ciState struct {
 	cfg  CI
 	runs []*ciRun
+	shas map[string]bool // commits with a run
 }
 
 // ciRun is one simulated run.
@@ -74,7 +75,7 @@ func (s *Server) SimulateCI(fullName string, cfg CI) {
 	cfg.Breaking = slices.Clone(cfg.Breaking)
 	cfg.Branches = slices.Clone(cfg.Branches)
 	if rp.ci == nil {
-		rp.ci = &ciState{}
+		rp.ci = &ciState{shas: map[string]bool{}}
 	}
 	rp.ci.cfg = cfg
 }
@@ -121,39 +122,41 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	if ci == nil || !ci.cfg.watches(branch, pr != nil) {
 		return
 	}
-	for _, r := range ci.runs {
-		if r.run.HeadSHA == sha {
-			return
-		}
+	if ci.shas[sha] {
+		return
 	}
+	ci.shas[sha] = true
 	conclusion := "success"
-	if c := rp.git.commits[sha]; c != nil && ci.cfg.fails(c.prs) {
+	if ci.cfg.fails(rp.git.prsOf(sha)) {
 		conclusion = "failure"
 	}
 	now := s.clock().UTC()
 	cr := &checkRun{ID: s.newID(), HeadSHA: sha, Name: ci.cfg.Name, Status: "in_progress",
 		AppID: CIAppID, AppSlug: "github-actions", StartedAt: s.now()}
 	rp.checkRuns = append(rp.checkRuns, cr)
-	ci.runs = append(ci.runs, &ciRun{run: cr, due: now.Add(ci.cfg.Duration), conclusion: conclusion})
+	r := &ciRun{run: cr, due: now.Add(ci.cfg.Duration), conclusion: conclusion}
+	ci.runs = append(ci.runs, r)
+	s.ciPending = append(s.ciPending, r)
 }
 
-// settleCI completes every run that is due. Called with s.mu held.
-func (s *Server) settleCI() []*ciRun {
+// settleCI completes every run that is due. Called with s.mu held, on
+// every request: it looks at the runs in progress only.
+func (s *Server) settleCI() {
+	if len(s.ciPending) == 0 {
+		return
+	}
 	now := s.clock().UTC()
-	var done []*ciRun
-	for _, rp := range s.repos {
-		if rp.ci == nil {
+	kept := s.ciPending[:0]
+	for _, r := range s.ciPending {
+		if now.Before(r.due) {
+			kept = append(kept, r)
 			continue
 		}
-		for _, r := range rp.ci.runs {
-			if !r.done && !now.Before(r.due) {
-				r.done = true
-				r.run.Status, r.run.Conclusion, r.run.CompletedAt = "completed", r.conclusion, r.due.Truncate(time.Second)
-				done = append(done, r)
-			}
-		}
+		r.done = true
+		r.run.Status, r.run.Conclusion, r.run.CompletedAt = "completed", r.conclusion, r.due.Truncate(time.Second)
 	}
-	return done
+	clear(s.ciPending[len(kept):])
+	s.ciPending = kept
 }
 
 // CompleteDueChecks completes every simulated run that is due on the
@@ -183,7 +186,10 @@ func (s *Server) CompleteDueChecks() int {
 			r.notified = true
 			n++
 			run, suite := s.ciPayloads(rp, r.run)
-			out = append(out, delivery{"check_run", run}, delivery{"check_suite", suite})
+			out = append(out, delivery{"check_run", run})
+			if suite != nil { // GitHub completes a suite when its last run does
+				out = append(out, delivery{"check_suite", suite})
+			}
 		}
 	}
 	hookURL := s.hooks.hookURL
@@ -202,18 +208,12 @@ func (s *Server) NextCIDue() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var next time.Time
-	found := false
-	for _, rp := range s.repos {
-		if rp.ci == nil {
-			continue
-		}
-		for _, r := range rp.ci.runs {
-			if !r.done && (!found || r.due.Before(next)) {
-				next, found = r.due, true
-			}
+	for _, r := range s.ciPending {
+		if next.IsZero() || r.due.Before(next) {
+			next = r.due
 		}
 	}
-	return next, found
+	return next, !next.IsZero()
 }
 
 // CIRuns returns how many simulated runs started on fullName.
@@ -228,8 +228,8 @@ func (s *Server) CIRuns(fullName string) int {
 
 // ciPayloads are the check_run and check_suite completed deliveries of
 // run (octokit/webhooks' check_run/completed and check_suite/completed
-// examples, with the installation an App's deliveries carry). Called
-// with s.mu held.
+// examples, with the installation an App's deliveries carry); suite is nil
+// while another run of the suite is not completed. Called with s.mu held.
 func (s *Server) ciPayloads(rp *repo, cr *checkRun) (run, suite []byte) {
 	prs := []obj{}
 	for _, n := range slices.Sorted(maps.Keys(rp.prs)) {
@@ -262,8 +262,10 @@ func (s *Server) ciPayloads(rp *repo, cr *checkRun) (run, suite []byte) {
 	ro["check_suite"] = inSuite
 	run, _ = json.Marshal(obj{"action": "completed", "check_run": ro, "repository": s.repoJSON(rp, false),
 		"sender": sender, "installation": installation})
-	suite, _ = json.Marshal(obj{"action": "completed", "check_suite": st, "repository": s.repoJSON(rp, false),
-		"sender": sender, "installation": installation})
+	if sv.status == "completed" {
+		suite, _ = json.Marshal(obj{"action": "completed", "check_suite": st, "repository": s.repoJSON(rp, false),
+			"sender": sender, "installation": installation})
+	}
 	return run, suite
 }
 

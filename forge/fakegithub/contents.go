@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,11 +39,8 @@ func (rp *repo) syncRootFiles() {
 		return
 	}
 	root := g.commits[g.root]
-	root.tree = maps.Clone(rp.files)
-	if root.tree == nil {
-		root.tree = map[string]string{}
-	}
-	root.treeSHA = treeSHA(root.tree)
+	root.tree = flatTree(rp.files)
+	root.treeSHA = root.tree.sha
 }
 
 // RemoveFile deletes the file at path from the default branch.

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -51,9 +50,11 @@ const (
 	MsgRefMissing = "Reference does not exist"
 	// 422 on a ref write to a sha the repository does not have.
 	MsgObjectMissing = "Object does not exist"
-	// 409 on POST /merges when head and base change the same file
-	// (octokit and github3.py document the merges API's 201, 204, 404,
-	// 409; sigmavirus24/github3.py#417).
+	// 409 on POST /merges when head and base change the same file. The
+	// merges API answers 201 (merged), 204 (nothing to merge), 404
+	// (missing base or head), 409 (conflict): GitHub's v3 "Perform a
+	// merge" page, as sigmavirus24/github3.py#417 quotes it. The 404s'
+	// words are the fake's: GitHub's page names the cases only.
 	MsgMergeConflict = "Merge conflict"
 	MsgBaseMissing   = "Base does not exist"
 	MsgHeadMissing   = "Head does not exist"
@@ -76,19 +77,26 @@ const (
 type commit struct {
 	sha     string
 	parents []string
-	tree    map[string]string // path -> content; never mutated once stored
+	tree    *tree
 	treeSHA string
 	message string
 	at      time.Time
-	prs     map[int]bool // the pull requests whose changes it holds
+	// own are the pull requests whose changes it brings itself (a PR's
+	// head, a squash or rebase merge), via the commits whose changes it
+	// holds without having them as parents (a squash's or rebase's PR
+	// head): what prsOf walks besides the parents.
+	own []int
+	via []string
+	gen int // 1 + its parents' greatest (a root's is 1): walks stop below a commit's
 }
 
 // gitRepo is one repository's git model. Guarded by Server.mu.
 type gitRepo struct {
 	commits   map[string]*commit
-	history   map[string][]string // branch -> every sha it pointed to, oldest first
-	goneHeads map[string]bool     // PR head branches deleted through the API
-	allowPush map[string]bool     // protected branches the App may push to (AllowPush)
+	history   map[string][]string     // branch -> every sha it pointed to, oldest first
+	goneHeads map[string]bool         // PR head branches deleted through the API
+	allowPush map[string]bool         // protected branches the App may push to (AllowPush)
+	owners    map[string]map[int]bool // path -> the pull requests whose Files change it
 	root      string
 }
 
@@ -117,41 +125,59 @@ func treeSHA(tree map[string]string) string {
 
 // newGitRepo is a repository's model with its root commit at sha.
 func newGitRepo(root string, files map[string]string, at time.Time) *gitRepo {
-	g := &gitRepo{commits: map[string]*commit{}, history: map[string][]string{}, goneHeads: map[string]bool{}, allowPush: map[string]bool{}, root: root}
-	g.add(&commit{sha: root, tree: maps.Clone(files), message: "Initial commit", at: at})
+	g := &gitRepo{commits: map[string]*commit{}, history: map[string][]string{}, goneHeads: map[string]bool{}, allowPush: map[string]bool{},
+		owners: map[string]map[int]bool{}, root: root}
+	g.add(&commit{sha: root, tree: flatTree(files), message: "Initial commit", at: at})
 	return g
 }
 
-// add stores c, filling its tree sha and pull requests.
+// add stores c, filling its tree sha and generation.
 func (g *gitRepo) add(c *commit) *commit {
 	if c.tree == nil {
-		c.tree = map[string]string{}
+		c.tree = flatTree(nil)
 	}
-	c.treeSHA = treeSHA(c.tree)
-	if c.prs == nil {
-		c.prs = map[int]bool{}
+	c.treeSHA = c.tree.sha
+	c.gen = 1
+	for _, p := range c.parents {
+		if pc := g.commits[p]; pc != nil {
+			c.gen = max(c.gen, pc.gen+1)
+		}
 	}
 	g.commits[c.sha] = c
 	return c
 }
 
-// child is a new commit on parents with tree and the union of the
-// parents' pull requests plus prs.
-func (g *gitRepo) child(sha string, parents []string, tree map[string]string, message string, at time.Time, prs ...int) *commit {
-	c := &commit{sha: sha, parents: parents, tree: tree, message: message, at: at, prs: map[int]bool{}}
-	for _, p := range parents {
-		if pc := g.commits[p]; pc != nil {
-			maps.Copy(c.prs, pc.prs)
-		}
-	}
-	for _, n := range prs {
-		c.prs[n] = true
-	}
-	return g.add(c)
+// child is a new commit on parents with tree, bringing the changes of
+// the pull requests own.
+func (g *gitRepo) child(sha string, parents []string, t *tree, message string, at time.Time, own ...int) *commit {
+	return g.add(&commit{sha: sha, parents: parents, tree: t, message: message, at: at, own: own})
 }
 
-// ancestors is sha and every commit reachable from it.
-func (g *gitRepo) ancestors(sha string) map[string]bool {
+// prsOf is the set of pull requests whose changes commit sha holds: its
+// own and those of every commit it has in its history (or via).
+func (g *gitRepo) prsOf(sha string) map[int]bool {
+	prs := map[int]bool{}
+	seen := map[string]bool{}
+	stack := []string{sha}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		c := g.commits[s]
+		if c == nil || seen[s] {
+			continue
+		}
+		seen[s] = true
+		for _, n := range c.own {
+			prs[n] = true
+		}
+		stack = append(append(stack, c.parents...), c.via...)
+	}
+	return prs
+}
+
+// ancestors is sha and every commit reachable from it down to generation
+// floor (0: all of them).
+func (g *gitRepo) ancestors(sha string, floor int) map[string]bool {
 	seen := map[string]bool{}
 	stack := []string{sha}
 	for len(stack) > 0 {
@@ -160,88 +186,80 @@ func (g *gitRepo) ancestors(sha string) map[string]bool {
 		if s == "" || seen[s] {
 			continue
 		}
+		c := g.commits[s]
+		if c != nil && c.gen < floor {
+			continue
+		}
 		seen[s] = true
-		if c := g.commits[s]; c != nil {
+		if c != nil {
 			stack = append(stack, c.parents...)
 		}
 	}
 	return seen
 }
 
-// reachable: target is from or one of its ancestors.
+// reachable: target is from or one of its ancestors (the walk stops below
+// target's generation).
 func (g *gitRepo) reachable(from, target string) bool {
-	return from == target || g.ancestors(from)[target]
+	if from == target {
+		return true
+	}
+	t := g.commits[target]
+	if t == nil {
+		return false
+	}
+	return g.ancestors(from, t.gen)[target]
 }
 
-// mergeBase is a nearest common ancestor of a and b ("" when none).
+// mergeBase is a best common ancestor of a and b ("" when none): walking
+// down from both, highest generation first, the first commit reached from
+// both sides.
 func (g *gitRepo) mergeBase(a, b string) string {
-	of := g.ancestors(a)
-	seen := map[string]bool{}
-	queue := []string{b}
+	const fromA, fromB = 1, 2
+	color := map[string]int{}
+	var queue []*commit // kept sorted by generation, highest last
+	push := func(sha string, side int) {
+		c := g.commits[sha]
+		if c == nil || color[sha]&side != 0 {
+			return
+		}
+		color[sha] |= side
+		i, _ := slices.BinarySearchFunc(queue, c.gen, func(q *commit, gen int) int { return q.gen - gen })
+		queue = slices.Insert(queue, i, c)
+	}
+	push(a, fromA)
+	push(b, fromB)
 	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		if s == "" || seen[s] {
-			continue
+		c := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		side := color[c.sha]
+		if side == fromA|fromB {
+			return c.sha
 		}
-		seen[s] = true
-		if of[s] {
-			return s
-		}
-		if c := g.commits[s]; c != nil {
-			queue = append(queue, c.parents...)
+		for _, p := range c.parents {
+			push(p, side)
 		}
 	}
 	return ""
 }
 
-// merge3 merges the trees of ours and theirs from their merge base, file
-// by file: a path changed on one side takes that side; changed on both to
-// different contents (or added on both, or changed on one side and
-// removed on the other) is a conflict.
-func (g *gitRepo) merge3(ours, theirs string) (tree map[string]string, conflicts []string) {
-	var base map[string]string
+// merge3 merges the tree of theirs into the tree of ours from their
+// merge base, file by file (mergeTrees).
+func (g *gitRepo) merge3(ours, theirs string) (*tree, []string) {
+	base := flatTree(nil)
 	if mb := g.commits[g.mergeBase(ours, theirs)]; mb != nil {
 		base = mb.tree
 	}
-	a, b := g.treeOf(ours), g.treeOf(theirs)
-	tree = map[string]string{}
-	paths := map[string]bool{}
-	for _, t := range []map[string]string{base, a, b} {
-		for p := range t {
-			paths[p] = true
-		}
-	}
-	for p := range paths {
-		o, inO := base[p]
-		x, inA := a[p]
-		y, inB := b[p]
-		switch {
-		case inA == inB && x == y:
-			if inA {
-				tree[p] = x
-			}
-		case inA == inO && x == o:
-			if inB {
-				tree[p] = y
-			}
-		case inB == inO && y == o:
-			if inA {
-				tree[p] = x
-			}
-		default:
-			conflicts = append(conflicts, p)
-		}
-	}
-	sort.Strings(conflicts)
-	return tree, conflicts
+	return mergeTrees(base, g.treeOf(ours), g.treeOf(theirs))
 }
 
-func (g *gitRepo) treeOf(sha string) map[string]string {
+// treeOf is commit sha's tree (an empty one for a commit the model does
+// not know).
+func (g *gitRepo) treeOf(sha string) *tree {
 	if c := g.commits[sha]; c != nil {
 		return c.tree
 	}
-	return nil
+	return flatTree(nil)
 }
 
 // setRef points branch at sha, recording it; a sha the model does not know
@@ -258,7 +276,7 @@ func (s *Server) setRef(rp *repo, branch, sha string) {
 		if g.commits[parent] != nil {
 			parents = []string{parent}
 		}
-		g.child(sha, parents, maps.Clone(g.treeOf(parent)), "Push to "+branch, s.now())
+		g.child(sha, parents, g.treeOf(parent), "Push to "+branch, s.now())
 	}
 	rp.branches[branch] = sha
 	g.history[branch] = append(g.history[branch], sha)
@@ -289,7 +307,13 @@ func (s *Server) moveBranch(rp *repo, branch, sha string, except *PR) {
 			continue
 		}
 		if in == nil {
-			in = rp.git.ancestors(sha)
+			floor := 0
+			for _, pr := range rp.prs {
+				if c := rp.git.commits[pr.HeadSHA]; pr.State == "open" && pr.BaseRef == branch && c != nil && (floor == 0 || c.gen < floor) {
+					floor = c.gen
+				}
+			}
+			in = rp.git.ancestors(sha, floor)
 		}
 		if in[other.HeadSHA] {
 			other.State, other.Merged, other.MergeCommitSHA = "closed", true, sha
@@ -319,20 +343,21 @@ func (s *Server) setPRHead(rp *repo, pr *PR, sha string) {
 // CI on it. Called with s.mu held.
 func (s *Server) commitPRHead(rp *repo, pr *PR, parent string) {
 	g := rp.git
+	for p := range pr.Files {
+		if g.owners[p] == nil {
+			g.owners[p] = map[int]bool{}
+		}
+		g.owners[p][pr.Number] = true
+	}
 	if g.commits[pr.HeadSHA] == nil {
 		if g.commits[parent] == nil {
 			parent = rp.branches[pr.BaseRef]
 		}
-		tree := maps.Clone(g.treeOf(parent))
-		if tree == nil {
-			tree = map[string]string{}
-		}
-		maps.Copy(tree, pr.Files)
 		var parents []string
 		if g.commits[parent] != nil {
 			parents = []string{parent}
 		}
-		g.child(pr.HeadSHA, parents, tree, pr.Title, s.now(), pr.Number)
+		g.child(pr.HeadSHA, parents, g.treeOf(parent).with(pr.Files), pr.Title, s.now(), pr.Number)
 	}
 	s.startCI(rp, pr.HeadRef, pr.HeadSHA, pr)
 }
@@ -343,13 +368,15 @@ func (rp *repo) headPR(branch string) *PR {
 	if rp.git.goneHeads[branch] {
 		return nil
 	}
+	better := func(a, b *PR) bool {
+		if (a.State == "open") != (b.State == "open") {
+			return a.State == "open"
+		}
+		return a.Number > b.Number
+	}
 	var found *PR
 	for _, pr := range rp.prs {
-		if pr.Fork || pr.HeadRef != branch {
-			continue
-		}
-		if found == nil || (pr.State == "open") != (found.State == "open") && pr.State == "open" ||
-			(pr.State == "open") == (found.State == "open") && pr.Number > found.Number {
+		if !pr.Fork && pr.HeadRef == branch && (found == nil || better(pr, found)) {
 			found = pr
 		}
 	}
@@ -371,6 +398,15 @@ func (rp *repo) refSHA(branch string) (string, bool) {
 // conflicted: the pull request's head and its base's tip change a file
 // differently (the model's conflict; PR.Unmergeable is the set one).
 func (rp *repo) conflicted(pr *PR) bool {
+	// Only pull requests change files (pushes keep their tree): one whose
+	// files no other pull request changes cannot conflict.
+	shared := false
+	for p := range pr.Files {
+		shared = shared || len(rp.git.owners[p]) > 1
+	}
+	if !shared {
+		return false
+	}
 	tip := rp.branches[pr.BaseRef]
 	if rp.git.commits[tip] == nil || rp.git.commits[pr.HeadSHA] == nil {
 		return false
@@ -387,14 +423,11 @@ func (s *Server) commitPRMerge(rp *repo, pr *PR, method, sha, message string) {
 	g := rp.git
 	tip := rp.branches[pr.BaseRef]
 	tree, _ := g.merge3(tip, pr.HeadSHA)
-	parents := []string{tip, pr.HeadSHA}
-	if method != "merge" {
-		parents = []string{tip}
+	if method == "merge" {
+		g.child(sha, []string{tip, pr.HeadSHA}, tree, message, s.now())
+		return
 	}
-	c := g.child(sha, parents, tree, message, s.now(), pr.Number)
-	if hc := g.commits[pr.HeadSHA]; hc != nil {
-		maps.Copy(c.prs, hc.prs)
-	}
+	g.child(sha, []string{tip}, tree, message, s.now()).via = []string{pr.HeadSHA}
 }
 
 // commitBranchUpdate writes update-branch's new head: for "update" a
@@ -404,13 +437,10 @@ func (s *Server) commitBranchUpdate(rp *repo, pr *PR, from, kind string) {
 	g := rp.git
 	tip := rp.branches[pr.BaseRef]
 	tree, _ := g.merge3(tip, from)
-	parents := []string{from, tip}
 	if kind == "rebase" {
-		parents = []string{tip}
-	}
-	c := g.child(pr.HeadSHA, parents, tree, "Merge branch '"+pr.BaseRef+"' into "+pr.HeadRef, s.now(), pr.Number)
-	if fc := g.commits[from]; fc != nil {
-		maps.Copy(c.prs, fc.prs)
+		g.child(pr.HeadSHA, []string{tip}, tree, pr.Title, s.now()).via = []string{from}
+	} else {
+		g.child(pr.HeadSHA, []string{from, tip}, tree, "Merge branch '"+pr.BaseRef+"' into "+pr.HeadRef, s.now())
 	}
 	s.startCI(rp, pr.HeadRef, pr.HeadSHA, pr)
 }
@@ -455,8 +485,12 @@ func (rp *repo) pushRefusal(branch, from, to string, force bool) string {
 		}
 	}
 	if e.linear {
-		before := rp.git.ancestors(from)
-		for sha := range rp.git.ancestors(to) {
+		floor := 0
+		if c := rp.git.commits[from]; c != nil {
+			floor = c.gen
+		}
+		before := rp.git.ancestors(from, floor)
+		for sha := range rp.git.ancestors(to, floor) {
 			if c := rp.git.commits[sha]; !before[sha] && c != nil && len(c.parents) > 1 {
 				return MsgLinearHistory
 			}
@@ -488,11 +522,11 @@ func (s *Server) BaseHistory(fullName, branch string) []string {
 func (s *Server) Contains(fullName, sha string) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.mustRepo(fullName).git.commits[sha]
-	if c == nil {
+	g := s.mustRepo(fullName).git
+	if g.commits[sha] == nil {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(c.prs))
+	return slices.Sorted(maps.Keys(g.prsOf(sha)))
 }
 
 // TreeOf returns the tree sha of commit sha ("" for a commit the model does
@@ -512,7 +546,7 @@ func (s *Server) FilesOf(fullName, sha string) map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.mustRepo(fullName).git.commits[sha]; c != nil {
-		return maps.Clone(c.tree)
+		return c.tree.files()
 	}
 	return nil
 }

@@ -384,3 +384,63 @@ func TestProtectedBaseRefusesThePush(t *testing.T) {
 		t.Errorf("a plain branch: %d %q", st, msg)
 	}
 }
+
+// The merge base is the nearest common ancestor: a file changed by X,
+// then by Y on the base, merges cleanly with a pull request opened after X
+// that holds X's version (from the root it would be a conflict).
+func TestMergeBaseIsTheNearest(t *testing.T) {
+	s, c, _ := newGitServer(t)
+	s.SetMergeableUnknownReads(0)
+	tok := "token " + c.token
+	merge := func(n int, sha string) {
+		t.Helper()
+		if st, _, v := c.do("PUT", fmt.Sprintf("repos/octo/r/pulls/%d/merge", n), tok, map[string]string{"sha": sha}, nil); st != 200 {
+			t.Fatalf("merge PR %d: %d %v", n, st, v)
+		}
+	}
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "x", Files: map[string]string{"f": "x\n"}})
+	merge(1, "x")
+	s.AddPR("octo/r", fakegithub.PR{Number: 2, HeadSHA: "y", Files: map[string]string{"f": "y\n"}})
+	s.AddPR("octo/r", fakegithub.PR{Number: 3, HeadSHA: "z", Files: map[string]string{"f": "x\n", "g": "z\n"}})
+	merge(2, "y")
+	merge(3, "z")
+	tip, _ := s.BranchHead("octo/r", "main")
+	if got := s.FilesOf("octo/r", tip); got["f"] != "y\n" || got["g"] != "z\n" {
+		t.Errorf("main = %v, want f from 2 and g from 3", got)
+	}
+}
+
+// A long train (deeper than the trees' layers go) and the same pull
+// requests merged one by one end with the same files.
+func TestLongTrainKeepsEveryFile(t *testing.T) {
+	s, c, _ := newGitServer(t)
+	s.SetMergeableUnknownReads(0)
+	s.SetFile("octo/r", "README.md", "hello\n")
+	const n = 80
+	for i := 1; i <= n; i++ {
+		s.AddPR("octo/r", fakegithub.PR{Number: i, HeadSHA: fmt.Sprintf("h%d", i)})
+	}
+	main, _ := s.BranchHead("octo/r", "main")
+	tok := "token " + c.token
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/1", "sha": main}, nil)
+	for i := 1; i <= n; i++ {
+		if st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": "mergegate/main/1", "head": fmt.Sprintf("h%d", i)}, nil); st != 201 {
+			t.Fatalf("merge h%d: %d %v", i, st, v)
+		}
+		if st, _, v := c.do("PUT", fmt.Sprintf("repos/octo/r/pulls/%d/merge", i), tok, map[string]string{"sha": fmt.Sprintf("h%d", i), "merge_method": "squash"}, nil); st != 200 {
+			t.Fatalf("merge PR %d: %d %v", i, st, v)
+		}
+	}
+	train, _ := s.BranchHead("octo/r", "mergegate/main/1")
+	tip, _ := s.BranchHead("octo/r", "main")
+	files := s.FilesOf("octo/r", train)
+	if len(files) != n+1 || files["README.md"] != "hello\n" || files["pr/80.txt"] != "pull request 80\n" {
+		t.Errorf("train's files: %d, %v", len(files), files)
+	}
+	if s.TreeOf("octo/r", train) != s.TreeOf("octo/r", tip) {
+		t.Errorf("train and main differ: %d and %d files", len(files), len(s.FilesOf("octo/r", tip)))
+	}
+	if got := s.Contains("octo/r", tip); len(got) != n {
+		t.Errorf("main holds %d pull requests, want %d", len(got), n)
+	}
+}

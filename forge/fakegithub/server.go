@@ -12,6 +12,10 @@
 //
 // Tests build the world with AddRepo, AddPR, SetCheckRun, SetStatus,
 // SetRequired... and read the results with Merges, Comments, Calls...
+// Beside that state, a git model (git.go: commits, trees, three-way
+// merges, the git refs and merges routes, protected bases) and a CI
+// simulator on the fake's clock (ci.go: SimulateCI, CompleteDueChecks)
+// serve merge trains; BaseHistory, Contains and TreeOf read them.
 // Every method is safe for concurrent use.
 package fakegithub
 
@@ -97,6 +101,7 @@ type Server struct {
 	rec           records
 	manifest      manifestState // the App manifest flow (manifest.go)
 	hooks         deliveryState // the App's webhook deliveries (deliveries.go)
+	ciPending     []*ciRun      // simulated check runs in progress (ci.go)
 }
 
 var (
