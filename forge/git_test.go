@@ -281,3 +281,34 @@ func TestGitCallsAgainstTheFake(t *testing.T) {
 		t.Errorf("SetBranch of a deleted branch: %v", err)
 	}
 }
+
+// An outage on a git call is retryable and did nothing, or (a lost
+// answer) did its work: the caller reads the branch again before
+// repeating it.
+func TestGitCallsOutage(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := e.ctx
+	e.gh.AddPR(repo, fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	base, _ := e.c.BranchHead(ctx, tenant, repo, "main")
+	if err := e.c.CreateBranch(ctx, tenant, repo, "mergegate/main/1", base); err != nil {
+		t.Fatal(err)
+	}
+	e.gh.Fail(fakegithub.RouteMergeBranch, 1, fakegithub.FaultStatus(502, "Server Error"))
+	if _, err := e.c.MergeBranch(ctx, tenant, repo, "mergegate/main/1", "h1", ""); !forge.IsRetryable(err) || errors.Is(err, forge.ErrMergeConflict) {
+		t.Errorf("502: %v", err)
+	}
+	if got, _ := e.c.BranchHead(ctx, tenant, repo, "mergegate/main/1"); got != base {
+		t.Errorf("the refused merge moved the branch to %s", got)
+	}
+	e.gh.Fail(fakegithub.RouteMergeBranch, 1, fakegithub.FaultLostAnswer(502))
+	if _, err := e.c.MergeBranch(ctx, tenant, repo, "mergegate/main/1", "h1", ""); !forge.IsRetryable(err) {
+		t.Errorf("lost answer: %v", err)
+	}
+	tip, _ := e.c.BranchHead(ctx, tenant, repo, "mergegate/main/1")
+	if got := e.gh.Contains(repo, tip); len(got) != 1 || got[0] != 1 {
+		t.Errorf("after the lost answer the branch holds %v, want [1]", got)
+	}
+	if res, err := e.c.MergeBranch(ctx, tenant, repo, "mergegate/main/1", "h1", ""); err != nil || !res.UpToDate {
+		t.Errorf("merging again: %+v %v (want 204: already in)", res, err)
+	}
+}
