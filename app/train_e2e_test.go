@@ -426,3 +426,38 @@ func TestTrainForkNeedsAWriter(t *testing.T) {
 		}
 	}
 }
+
+// A push to the base outside mergegate while a group tests: the group was
+// built on a tip that is no more, so it is built again on the new one,
+// and lands there.
+func TestTrainRebuildsWhenTheBaseMoves(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2)
+	h.runCI(10, func() bool { gs := h.groups(); return len(gs) == 1 && gs[0].State == leasedo.GroupTesting })
+	old := h.groups()[0]
+	pushed := strings.Repeat("ab", 20)
+	h.gh.SetBaseHead(testRepo, testBase, pushed)
+	h.mustSend("push", h.fixture("push/with-new-branch.payload.json", func(m map[string]any) {
+		m["ref"], m["before"], m["after"] = "refs/heads/"+testBase, old.Parent, pushed
+		obj(m, "repository")["default_branch"] = testBase
+		obj(m, "repository")["full_name"] = testRepo
+		m["commits"] = []any{map[string]any{"id": pushed, "added": []any{"hotfix.txt"}, "removed": []any{}, "modified": []any{}}}
+	}))
+	h.settle()
+	if gs := h.groups(); len(gs) != 1 || gs[0].Parent != pushed {
+		t.Errorf("after the push the group is %+v, want it built again on %s", gs, forge.ShortSHA(pushed))
+	}
+	h.runCI(10, h.queueEmpty)
+	tip, _ := h.gh.BranchHead(testRepo, testBase)
+	if got := h.gh.Contains(testRepo, tip); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("the base holds %v", got)
+	}
+	history := h.gh.BaseHistory(testRepo, testBase)
+	if len(history) != 3 || history[1] != pushed || history[2] == old.Head {
+		t.Errorf("base history %v: want the push, then a group built on it (not %s, built on the old tip)", history, forge.ShortSHA(old.Head))
+	}
+	if parents := h.gh.Parents(testRepo, tip); len(parents) == 0 {
+		t.Errorf("the landed commit has no parents")
+	}
+}
