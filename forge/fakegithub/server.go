@@ -97,6 +97,7 @@ type Server struct {
 	rec           records
 	manifest      manifestState // the App manifest flow (manifest.go)
 	hooks         deliveryState // the App's webhook deliveries (deliveries.go)
+	mqs           mqState       // GitHub's merge queues (mergequeue.go)
 }
 
 var (
