@@ -17,15 +17,21 @@ const (
 	BounceConflict      BounceKind = "conflict"       // conflicts with the base
 	BounceMergeRefused  BounceKind = "merge_refused"  // GitHub refused the merge, for a reason not sorted otherwise
 	BounceUpdateRefused BounceKind = "update_refused" // GitHub could not update the branch
+	// GitHub's merge queue (rules/mergequeue.go).
+	BounceMergeGroupFailed BounceKind = "merge_group_failed" // GitHub's merge queue removed it: its merge group failed
+	BounceDequeued         BounceKind = "dequeued"           // someone removed it from GitHub's merge queue by hand
+	BounceEnqueueRefused   BounceKind = "enqueue_refused"    // GitHub's merge queue would not take it
 )
 
 // Bounced is what a bounced author is told, before it is a sentence.
 type Bounced struct {
 	Kind BounceKind
-	// Detail: the gate's verdict (gate_failure) or GitHub's message
-	// (merge_refused, update_refused; "" when GitHub gave none).
+	// Detail: the gate's verdict (gate_failure), GitHub's message
+	// (merge_refused, update_refused, enqueue_refused; "" when GitHub gave
+	// none) or GitHub's reason for removing it from its merge queue
+	// (merge_group_failed, dequeued).
 	Detail string
-	Base   string        // conflict, update_refused
+	Base   string        // conflict, update_refused, the merge queue's kinds
 	Checks []string      // check_timeout: the checks that never concluded (none: nothing reported)
 	After  time.Duration // check_timeout
 	// Unrequired (check_timeout): the base requires no checks, so these are
@@ -56,6 +62,12 @@ func (b Bounced) Because() string {
 		return "it has conflicts with " + b.Base + " that must be resolved on its branch"
 	case BounceUpdateRefused:
 		return "GitHub could not update its branch from " + b.Base + inParens(detail)
+	case BounceMergeGroupFailed:
+		return "GitHub's merge queue removed it: " + mergeGroupWhy(b.Detail, b.Base)
+	case BounceDequeued:
+		return "someone removed it from GitHub's merge queue by hand"
+	case BounceEnqueueRefused:
+		return "GitHub's merge queue would not take it" + inParens(detail)
 	}
 	return "GitHub refused to merge it" + inParens(detail)
 }
@@ -98,6 +110,11 @@ func BounceMessage(b Bounced, sha, triggerLabel string) string {
 	again := "enable auto-merge again"
 	if triggerLabel != "" {
 		again = fmt.Sprintf("add the `%s` label again", triggerLabel)
+	}
+	if b.Kind == BounceDequeued {
+		// Nothing to fix: the person who removed it decides.
+		return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. To queue it again, %s.",
+			forge.ShortSHA(sha), b.Because(), again)
 	}
 	return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. Once that is fixed, %s.",
 		forge.ShortSHA(sha), b.Because(), again)
