@@ -316,3 +316,66 @@ func (c *Client) QueuePosition(ctx context.Context, tenant, repo string, number 
 	}
 	return e, false, nil
 }
+
+// queueEntriesQuery reads a base's merge queue: every entry's place.
+const queueEntriesQuery = `query($owner: String!, $name: String!, $branch: String!) {
+  repository(owner: $owner, name: $name) {
+    mergeQueue(branch: $branch) {
+      entries(first: 100) { totalCount nodes { position state pullRequest { number } } }
+    }
+  }
+}`
+
+// MergeQueueEntries reads the entries of branch's merge queue on GitHub in
+// one query (repository.mergeQueue(branch)), by pull request number: what
+// the check runs say of each. A branch without a queue has none.
+func (c *Client) MergeQueueEntries(ctx context.Context, tenant, repo, branch string) (map[int]QueueEntry, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "graphql.merge-queue", tenant, repo)
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]any{"owner": owner, "name": name, "branch": branch}
+	req, err := in.gh.NewRequest(http.MethodPost, GraphQLURL(c.base), map[string]any{"query": queueEntriesQuery, "variables": vars})
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Data struct {
+			Repository *struct {
+				MergeQueue *struct {
+					Entries struct {
+						TotalCount int `json:"totalCount"`
+						Nodes      []struct {
+							Position    int    `json:"position"`
+							State       string `json:"state"`
+							PullRequest *struct {
+								Number int `json:"number"`
+							} `json:"pullRequest"`
+						} `json:"nodes"`
+					} `json:"entries"`
+				} `json:"mergeQueue"`
+			} `json:"repository"`
+		} `json:"data"`
+		Errors []graphQLError `json:"errors"`
+	}
+	if _, err := in.gh.Do(ctx, req, &out); err != nil {
+		return nil, cl.classify(ctx, err, false)
+	}
+	if len(out.Errors) > 0 {
+		err := cl.fromGraphQL(out.Errors)
+		var me *MergeError
+		if errors.As(err, &me) {
+			return nil, &APIError{Op: cl.op, Tenant: cl.tenant, Repo: cl.repo, Status: me.Status, Message: me.Message}
+		}
+		return nil, err
+	}
+	entries := map[int]QueueEntry{}
+	if r := out.Data.Repository; r != nil && r.MergeQueue != nil {
+		for _, n := range r.MergeQueue.Entries.Nodes {
+			if n.PullRequest != nil {
+				entries[n.PullRequest.Number] = QueueEntry{Position: n.Position, State: n.State, Size: r.MergeQueue.Entries.TotalCount}
+			}
+		}
+	}
+	return entries, nil
+}

@@ -51,6 +51,13 @@ func TestEnqueuePRAndQueuePosition(t *testing.T) {
 	if err != nil || !queued || pos.Position != 2 || pos.Size != 2 {
 		t.Fatalf("QueuePosition(#2) = %+v %v %v, want position 2 of 2", pos, queued, err)
 	}
+	all, err := e.c.MergeQueueEntries(e.ctx, tenant, repo, "main")
+	if err != nil || len(all) != 2 || all[1].Position != 1 || all[2].Position != 2 || all[2].Size != 2 {
+		t.Fatalf("MergeQueueEntries = %+v, %v; want #1 then #2 of 2", all, err)
+	}
+	if none, err := e.c.MergeQueueEntries(e.ctx, tenant, repo, "dev"); err != nil || len(none) != 0 {
+		t.Fatalf("MergeQueueEntries(dev) = %+v, %v; want none", none, err)
+	}
 	if n := e.gh.MergeQueueLand(repo, "main"); n != 1 {
 		t.Fatalf("landed #%d, want #1", n)
 	}

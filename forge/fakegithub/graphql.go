@@ -51,6 +51,9 @@ func (s *Server) graphQL(w http.ResponseWriter, r *http.Request) {
 	case enqueueMutationRe.MatchString(body.Query):
 		s.gqlEnqueue(w, r, body.Variables)
 		return
+	case queueQueryRe.MatchString(body.Query):
+		s.gqlQueue(w, r, body.Variables)
+		return
 	case queueEntryQueryRe.MatchString(body.Query):
 		s.gqlQueueEntry(w, r, body.Variables)
 		return

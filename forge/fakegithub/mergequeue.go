@@ -121,6 +121,7 @@ func (s *Server) MergeQueueHooksInFlight() int {
 var (
 	enqueueMutationRe = regexp.MustCompile(`\bmutation\b[\s\S]*\benqueuePullRequest\s*\(`)
 	queueEntryQueryRe = regexp.MustCompile(`\bpullRequest\s*\([\s\S]*\bmergeQueueEntry\b`)
+	queueQueryRe      = regexp.MustCompile(`\bmergeQueue\s*\(\s*branch\s*:`)
 )
 
 // gqlEnqueue serves enqueuePullRequest. Called with s.mu held.
@@ -382,4 +383,32 @@ func marshal(o obj) []byte {
 		panic("fakegithub: " + err.Error())
 	}
 	return b
+}
+
+// gqlQueue serves repository(owner, name){ mergeQueue(branch){ entries{
+// totalCount nodes{ position state pullRequest{ number } } } } }: null for
+// a branch without a queue, as GitHub answers. Called with s.mu held.
+func (s *Server) gqlQueue(w http.ResponseWriter, r *http.Request, vars map[string]any) {
+	owner, _ := vars["owner"].(string)
+	name, _ := vars["name"].(string)
+	branch, _ := vars["branch"].(string)
+	rp := s.repos[owner+"/"+name]
+	if rp == nil || rp.tenant != tenantOf(r) {
+		writeJSON(w, http.StatusOK, obj{"data": obj{"repository": nil}, "errors": []obj{{"type": "NOT_FOUND", "path": []string{"repository"},
+			"message": fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", owner, name)}}})
+		return
+	}
+	var queue any
+	if rp.rulesOf(branch).mergeQueue {
+		key := rp.fullName + "@" + branch
+		nodes := []obj{}
+		for _, e := range s.mq().queues[key] {
+			n := s.entryJSON(key, e.number).(obj)
+			delete(n, "mergeQueue")
+			n["pullRequest"] = obj{"number": e.number}
+			nodes = append(nodes, n)
+		}
+		queue = obj{"entries": obj{"totalCount": len(nodes), "nodes": nodes}}
+	}
+	writeJSON(w, http.StatusOK, obj{"data": obj{"repository": obj{"mergeQueue": queue}}})
 }
