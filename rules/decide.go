@@ -273,7 +273,7 @@ func Decide(f Facts, p Policy) Action {
 		}
 		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: reason}
 	}
-	if f.Rules.MergeQueue || (f.Refusal != nil && f.Refusal.Op == "enqueue") {
+	if f.Rules.MergeQueue || InGitHubQueue(e) || (f.Refusal != nil && f.Refusal.Op == "enqueue") {
 		return decideMergeQueue(f, p)
 	}
 	if !f.Head {
@@ -404,15 +404,10 @@ func decideRefusal(f Facts, p Policy) Action {
 		}
 		return Action{Kind: Block, Problem: "merge_method", Reason: fmt.Sprintf("GitHub refused to merge with %s (%s): allow it in the repository's settings, or set %s to a method it allows", r.Method, quote(msg), methodFrom(p.MethodFrom))}
 	case forge.RefusedMergeQueue:
-		// The base's rules did not show the merge queue (read before it
-		// was added): they are read again, and the entry then goes to
-		// GitHub's queue. A queue its rules never show is the operator's.
-		if f.Retries < MaxRetries {
-			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: fmt.Sprintf(
-				"%s uses GitHub's merge queue (%s); reading its rules again to add it there", base, quote(msg))}
-		}
-		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
-			"the base branch %s uses GitHub's merge queue (%s): remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, quote(msg), base, base)}
+		// GitHub says the base uses its merge queue though its rules, as
+		// read, did not (read before the rule was added, or a classic
+		// branch protection's "require merge queue"): to GitHub's queue.
+		return decideMergeQueue(f, p)
 	case forge.RefusedNotAuthorized:
 		branch := base
 		if r.Op == "update-branch" {

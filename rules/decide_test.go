@@ -577,13 +577,20 @@ func TestDecide(t *testing.T) {
 			given(refused(forge.RefusedMethod, "merge", "Merge commits are not allowed on this repository.")),
 			block("merge_method", `GitHub refused to merge with merge ("Merge commits are not allowed on this repository"): `+
 				"allow it in the repository's settings, or set --merge-method to a method it allows")},
-		{"405 changes must be made through the merge queue: the rules are read again, to enqueue it",
+		{"405 changes must be made through the merge queue: its rules did not show the queue, enqueued",
 			given(refused(forge.RefusedMergeQueue, "merge", "Changes must be made through the merge queue")),
-			retry(`main uses GitHub's merge queue ("Changes must be made through the merge queue"); reading its rules again to add it there`)},
-		{"405 changes must be made through the merge queue, its rules never showing it, blocks for the operator",
-			given(refused(forge.RefusedMergeQueue, "merge", "Changes must be made through the merge queue"), func(s *situation) { s.f.Retries = rules.MaxRetries }),
-			block("merge_queue", `the base branch main uses GitHub's merge queue ("Changes must be made through the merge queue"): `+
-				"remove the merge queue rule from main's ruleset, or stop queueing main with mergegate")},
+			enqueue},
+		{"405 changes must be made through the merge queue, reviews missing: waits before it is enqueued",
+			given(refused(forge.RefusedMergeQueue, "merge", "Changes must be made through the merge queue"), requireReviews(1), reviews(0)),
+			waitPassed("waiting for an approving review")},
+		{"an entry mergegate put in GitHub's queue is read there even when its base's rules do not show the queue",
+			given(behindHead, inGitHubQueue(1, 2, forge.QueueStateQueued), func(s *situation) {
+				s.f.Entry.GateReason = rules.QueueReason(forge.QueueEntry{Position: 2, Size: 2})
+			}),
+			waitPassed("in GitHub's merge queue (position 1 of 2)")},
+		{"enqueue refused, no queue on the base, again and again: blocks for the operator",
+			given(mergeQueue, refused(forge.RefusedMergeQueue, "enqueue", "No merge queue found for branch main"), func(s *situation) { s.f.Retries = rules.MaxRetries }),
+			block("merge_queue", `GitHub refuses to add pull requests to a merge queue for main ("No merge queue found for branch main") though its ruleset has a merge queue rule: check the rule's settings for main`)},
 		{"not authorized blocks",
 			given(refused(forge.RefusedNotAuthorized, "merge", "You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information.")),
 			block("not_authorized", `mergegate may not push to main ("You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information"): `+

@@ -40,9 +40,11 @@ func QueueReason(e forge.QueueEntry) string {
 	return InGitHubQueuePrefix + " (" + place + ")"
 }
 
-// inGitHubQueue: mergegate added the entry to GitHub's merge queue (and
-// nothing has reset its reason since: a new head or base gates it again).
-func inGitHubQueue(e leasedo.Item) bool {
+// InGitHubQueue: mergegate added the entry to GitHub's merge queue (and
+// nothing has reset its reason since: a new head or base gates it
+// again). Its place there is read even when the base's rules, as read, do
+// not show the queue.
+func InGitHubQueue(e leasedo.Item) bool {
 	return strings.HasPrefix(e.GateReason, InGitHubQueuePrefix)
 }
 
@@ -67,7 +69,7 @@ func decideMergeQueue(f Facts, p Policy) Action {
 	if f.Queue != nil && f.InQueue {
 		return waitPassed(QueueReason(*f.Queue))
 	}
-	if inGitHubQueue(f.Entry) && f.Queue != nil && f.Queue.Removed != "" {
+	if InGitHubQueue(f.Entry) && f.Queue != nil && f.Queue.Removed != "" {
 		if removedByHand(f.Queue.Removed) {
 			return bounce(Bounced{Kind: BounceDequeued, Detail: f.Queue.Removed, Base: f.Entry.BaseRef})
 		}
