@@ -3,6 +3,7 @@ package fakegithub
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -340,8 +341,23 @@ func installationJSON(rp *repo) obj {
 // prHookJSON is a pull_request delivery (reason: dequeued's). Called with
 // s.mu held.
 func (s *Server) prHookJSON(rp *repo, pr *PR, action, reason string) []byte {
+	p := s.prJSON(rp, pr, true)
+	for _, side := range []string{"head", "base"} {
+		// A delivery's repositories carry no merge settings (GET does).
+		if ref, ok := p[side].(obj); ok {
+			if r, ok := ref["repo"].(obj); ok {
+				r = maps.Clone(r)
+				delete(r, "allow_merge_commit")
+				delete(r, "allow_squash_merge")
+				delete(r, "allow_rebase_merge")
+				ref = maps.Clone(ref)
+				ref["repo"] = r
+				p[side] = ref
+			}
+		}
+	}
 	o := obj{
-		"action": action, "number": pr.Number, "pull_request": s.prJSON(rp, pr, true),
+		"action": action, "number": pr.Number, "pull_request": p,
 		"repository": s.repoJSON(rp, false), "installation": installationJSON(rp), "sender": s.userJSON("github-merge-queue[bot]"),
 	}
 	if action == "dequeued" {
