@@ -1,6 +1,7 @@
 package app
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -163,6 +164,32 @@ func TestGitHubMergeQueueForbiddenBlocksUntilTheAppMay(t *testing.T) {
 	}
 	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 0 {
 		t.Fatalf("merge API called %d times, want never", n)
+	}
+	h.noBounce()
+}
+
+// An enqueue whose answer is lost (GitHub took it, then answered 502) is
+// an outage, retried: the entry is read again, found in GitHub's queue,
+// and waits there, in it once, nobody bounced.
+func TestGitHubMergeQueueLostAnswerIsReadBack(t *testing.T) {
+	h := newHarness(t)
+	h.mergeQueueBase()
+	h.label(3, shaC)
+	h.settle()
+	// The next two GraphQL requests (the entry's place, then the enqueue)
+	// are served, and answered 502.
+	h.gh.Fail(fakegithub.RouteGraphQL, 2, fakegithub.FaultLostAnswer(http.StatusBadGateway))
+	h.pass(shaC)
+	h.eventually("#3 in GitHub's merge queue", func() bool {
+		it, ok := h.entry(3)
+		return ok && strings.HasPrefix(it.GateReason, rules.InGitHubQueuePrefix)
+	})
+	h.settleQueue()
+	if q := h.gh.MergeQueueEnqueues(); len(q) != 1 || q[0].PRNumber != 3 || q[0].ExpectedHeadOid != shaC {
+		t.Fatalf("enqueues = %+v, want #3 once, at %s", q, shaC)
+	}
+	if got, want := h.lastCheckRun(shaC).Title, "In GitHub's merge queue for master: position 1 of 1, its merge group's checks running"; got != want {
+		t.Fatalf("check run title = %q, want %q", got, want)
 	}
 	h.noBounce()
 }

@@ -52,12 +52,6 @@ func (s *Syncer) enqueue(ctx context.Context, l *leasedo.Lease, f rules.Facts, h
 		handled[it.PRNumber] = true
 		return false, s.nextRetry(k, it.PRNumber), nil
 	}
-	if f.Gate.Result == forge.GateSuccess && it.GateResult != forge.GateSuccess {
-		// The audit says the gate passed before the enqueue.
-		if _, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, ""); err != nil {
-			return false, 0, err
-		}
-	}
 	// carry forgot the entry's pauses in a row (an action, not a pause):
 	// a refusal GitHub keeps giving goes on counting, and ends
 	// (rules.MaxRetries).
@@ -77,6 +71,9 @@ func (s *Syncer) enqueue(ctx context.Context, l *leasedo.Lease, f rules.Facts, h
 	s.resetRetry(k, it.PRNumber)
 	s.prLog(k, it.PRNumber, it.PRSha).Info().Str("base", it.BaseRef).Int("position", e.Position).Int("queue_size", e.Size).
 		Msg("added to GitHub's merge queue")
+	// One transition: the gate passed (audited, if it is news) and the
+	// entry waits in GitHub's queue. Until the enqueue succeeds the entry
+	// stays to be read: an outage meanwhile is retried by the engine.
 	_, err = s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, rules.QueueReason(e))
 	return true, 0, err
 }
