@@ -17,10 +17,6 @@ const (
 	BounceConflict      BounceKind = "conflict"       // conflicts with the base
 	BounceMergeRefused  BounceKind = "merge_refused"  // GitHub refused the merge, for a reason not sorted otherwise
 	BounceUpdateRefused BounceKind = "update_refused" // GitHub could not update the branch
-	// GitHub's merge queue (rules/mergequeue.go).
-	BounceMergeGroupFailed BounceKind = "merge_group_failed" // GitHub's merge queue removed it: its merge group failed
-	BounceDequeued         BounceKind = "dequeued"           // someone removed it from GitHub's merge queue by hand
-	BounceEnqueueRefused   BounceKind = "enqueue_refused"    // GitHub's merge queue would not take it
 )
 
 // Bounced is what a bounced author is told, before it is a sentence.
@@ -44,6 +40,8 @@ type Bounced struct {
 func (b Bounced) Because() string {
 	detail := oneLine(b.Detail)
 	switch b.Kind {
+	case BounceMergeGroupFailed, BounceDequeued, BounceEnqueueRefused:
+		return b.mergeQueueBecause(detail) // mergequeue.go
 	case BounceGateFailure:
 		return "its " + detail
 	case BounceCheckTimeout:
@@ -62,12 +60,6 @@ func (b Bounced) Because() string {
 		return "it has conflicts with " + b.Base + " that must be resolved on its branch"
 	case BounceUpdateRefused:
 		return "GitHub could not update its branch from " + b.Base + inParens(detail)
-	case BounceMergeGroupFailed:
-		return "GitHub's merge queue removed it: " + mergeGroupWhy(b.Detail, b.Base)
-	case BounceDequeued:
-		return "someone removed it from GitHub's merge queue by hand"
-	case BounceEnqueueRefused:
-		return "GitHub's merge queue would not take it" + inParens(detail)
 	}
 	return "GitHub refused to merge it" + inParens(detail)
 }

@@ -15,6 +15,24 @@ import (
 // Entries on such a base do not wait for one another: GitHub's queue
 // orders them; mergegate's order is the order it enqueues them in.
 
+// Why GitHub's merge queue let a pull request go, or would not take it.
+const (
+	BounceMergeGroupFailed BounceKind = "merge_group_failed" // GitHub's merge queue removed it: its merge group failed
+	BounceDequeued         BounceKind = "dequeued"           // someone removed it from GitHub's merge queue by hand
+	BounceEnqueueRefused   BounceKind = "enqueue_refused"    // GitHub's merge queue would not take it
+)
+
+// mergeQueueBecause is Because for the merge queue's kinds.
+func (b Bounced) mergeQueueBecause(detail string) string {
+	switch b.Kind {
+	case BounceMergeGroupFailed:
+		return "GitHub's merge queue removed it: " + mergeGroupWhy(b.Detail, b.Base)
+	case BounceDequeued:
+		return "someone removed it from GitHub's merge queue by hand"
+	}
+	return "GitHub's merge queue would not take it" + inParens(detail)
+}
+
 // InGitHubQueuePrefix starts the reason of an entry mergegate added to
 // GitHub's merge queue (its check run's title says its place there).
 const InGitHubQueuePrefix = "in GitHub's merge queue"

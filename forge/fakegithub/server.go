@@ -74,6 +74,7 @@ type Server struct {
 	done   chan struct{}
 	close  sync.Once
 	tb     TB
+	mqs    mqState // GitHub's merge queues (mergequeue.go), guarded by mu
 
 	inFlight atomic.Int64
 
@@ -97,7 +98,6 @@ type Server struct {
 	rec           records
 	manifest      manifestState // the App manifest flow (manifest.go)
 	hooks         deliveryState // the App's webhook deliveries (deliveries.go)
-	mqs           mqState       // GitHub's merge queues (mergequeue.go)
 }
 
 var (
