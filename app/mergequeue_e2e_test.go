@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -125,6 +126,26 @@ func TestGitHubMergeQueueEnqueuesAndFollowsIt(t *testing.T) {
 	h.settleQueue()
 	if n := len(h.gh.MergeQueueEnqueues()); n != 2 {
 		t.Fatalf("enqueued %d times, want 2: a pull request GitHub removed is not enqueued again", n)
+	}
+	// The log: fixed snake_case keys, one line per enqueue with its place.
+	enqueued := 0
+	for _, raw := range strings.Split(strings.TrimSpace(h.logBuf.String()), "\n") {
+		var line map[string]any
+		if err := json.Unmarshal([]byte(raw), &line); err != nil {
+			t.Fatalf("a log line is not JSON: %s", raw)
+		}
+		checkKeyStyle(t, line, "", raw)
+		if line["message"] == "added to GitHub's merge queue" {
+			enqueued++
+			for _, k := range []string{"tenant", "repo", "pr", "sha", "base", "position", "queue_size"} {
+				if _, ok := line[k]; !ok {
+					t.Errorf("enqueue line lacks %q: %s", k, raw)
+				}
+			}
+		}
+	}
+	if enqueued != 2 {
+		t.Errorf("%d enqueue log lines, want 2", enqueued)
 	}
 }
 
