@@ -194,6 +194,10 @@ func RefusalOf(err error) (r Refusal, message string, ok bool) {
 	switch {
 	case has("workflow") && has("permission", "scope"):
 		return RefusedWorkflows, message, true
+	case has("not ready for the merge queue"):
+		// enqueuePullRequest for a pull request whose requirements (its
+		// checks, its reviews) are not met yet.
+		return RefusedChecks, message, true
 	case has("merge queue"):
 		return RefusedMergeQueue, message, true
 	case has("not authorized to push", "resource not accessible", "permission to update head repository", "head repository does not exist"):
