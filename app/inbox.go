@@ -118,10 +118,7 @@ func (e *Engine) applied(p prepared, results []leasedo.Result) {
 	e.cfg.Metrics.delivery(d.Event, outcomeOf(t, results), d.ReceivedAt, e.clock.Now())
 	ev := p.log.Info()
 	if len(t.Events) > 0 {
-		ev = ev.Int("pr", t.Events[0].PRNumber)
-		if sha := t.Events[0].Details.Sha; sha != "" { // a merge_group names no head
-			ev = ev.Str("sha", sha)
-		}
+		ev = ev.Int("pr", t.Events[0].PRNumber).Str("sha", t.Events[0].Details.Sha)
 	}
 	for _, r := range results {
 		ev = ev.Str("result", r.Result).Int("queue_length", r.QueueLength)
