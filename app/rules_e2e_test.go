@@ -418,21 +418,6 @@ func TestRulesOperatorProblemsBlockNotBounce(t *testing.T) {
 		setUp, fix            func(h *harness)
 	}{
 		{
-			name: "merge queue", problem: "merge_queue",
-			reason: "the base branch master uses GitHub's merge queue",
-			setUp:  func(h *harness) { h.gh.SetMergeQueue(testRepo, testBase, true) },
-			fix:    func(h *harness) { h.gh.SetMergeQueue(testRepo, testBase, false) },
-		},
-		{
-			// The rules endpoint does not say so, GitHub's answer does.
-			name: "merge queue refusal", problem: "merge_queue",
-			reason: `uses GitHub's merge queue ("Changes must be made through the merge queue")`,
-			setUp: func(h *harness) {
-				h.gh.Fail(fakegithub.RouteMerge, -1, fakegithub.FaultStatus(http.StatusMethodNotAllowed, fakegithub.MsgMergeQueue))
-			},
-			fix: func(h *harness) { h.gh.ClearFaults() },
-		},
-		{
 			name: "workflows", problem: "workflows",
 			reason: "give the App \"Workflows: read and write\"",
 			setUp: func(h *harness) {

@@ -178,7 +178,7 @@ func TestSetupManifestFlowSwitchesToTheAppWithoutRestart(t *testing.T) {
 				events = append(events, e.(string))
 			}
 			slices.Sort(events)
-			if got := strings.Join(events, ","); got != "check_run,check_suite,issue_comment,pull_request,pull_request_review,push,status" {
+			if got := strings.Join(events, ","); got != "check_run,check_suite,issue_comment,merge_group,pull_request,pull_request_review,push,status" {
 				t.Fatalf("events = %s", got)
 			}
 

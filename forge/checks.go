@@ -27,7 +27,8 @@ type Required struct {
 	// LinearHistory: merge commits are refused; squash or rebase only.
 	LinearHistory bool
 	// MergeQueue: the branch uses GitHub's own merge queue (a ruleset's
-	// merge_queue rule); the merge API refuses direct merges.
+	// merge_queue rule); the merge API refuses direct merges, and pull
+	// requests go through EnqueuePR.
 	MergeQueue bool
 }
 

@@ -163,8 +163,9 @@ const (
 	RefusedWorkflows     // 403 a change under .github/workflows without the workflows permission
 )
 
-// RefusalOf sorts err when it is GitHub's refusal of a merge or an
-// update-branch (a *MergeError, or a 403 *APIError of those calls) and
+// RefusalOf sorts err when it is GitHub's refusal of a merge, an
+// update-branch or an enqueue in its merge queue (a *MergeError, or a 403
+// *APIError of those calls) and
 // returns GitHub's message; ok is false for any other error.
 func RefusalOf(err error) (r Refusal, message string, ok bool) {
 	var status int
@@ -193,6 +194,10 @@ func RefusalOf(err error) (r Refusal, message string, ok bool) {
 	switch {
 	case has("workflow") && has("permission", "scope"):
 		return RefusedWorkflows, message, true
+	case has("not ready for the merge queue"):
+		// enqueuePullRequest for a pull request whose requirements (its
+		// checks, its reviews) are not met yet.
+		return RefusedChecks, message, true
 	case has("merge queue"):
 		return RefusedMergeQueue, message, true
 	case has("not authorized to push", "resource not accessible", "permission to update head repository", "head repository does not exist"):
@@ -215,7 +220,9 @@ func RefusalOf(err error) (r Refusal, message string, ok bool) {
 		return RefusedReview, message, true
 	case has("draft"):
 		return RefusedDraft, message, true
-	case has("status check"):
+	case has("status check", "required workflow"):
+		// "Required workflow '...' is not satisfied": GitHub's answer to
+		// enqueuePullRequest for a head a required workflow never ran on.
 		return RefusedChecks, message, true
 	case has("is closed", "pull request closed", "already merged"):
 		return RefusedClosed, message, true
@@ -228,7 +235,7 @@ func RefusalOf(err error) (r Refusal, message string, ok bool) {
 // isMergeOp: the operations whose refusals RefusalOf sorts.
 func isMergeOp(op string) bool {
 	switch op {
-	case "merge", "update-branch", "pulls.merge", "pulls.update-branch":
+	case "merge", "update-branch", "enqueue", "pulls.merge", "pulls.update-branch":
 		return true
 	}
 	return false

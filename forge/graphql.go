@@ -2,10 +2,12 @@ package forge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // GraphQLURL is the GraphQL endpoint that goes with a REST base URL:
@@ -112,4 +114,268 @@ func (c call) fromGraphQL(errs []graphQLError) error {
 		return &TransientError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: http.StatusOK, Err: fmt.Errorf("graphql %s: %s", errs[0].Type, msg)}
 	}
 	return &MergeError{Op: c.op, Repo: c.repo, Number: c.number, SHA: c.sha, Status: http.StatusUnprocessableEntity, Message: msg}
+}
+
+// QueueEntry is a pull request's place in GitHub's own merge queue
+// (GraphQL MergeQueueEntry), or, when it is not in the queue, how it
+// last left it.
+type QueueEntry struct {
+	// Position is the entry's place, 1 for the first; State is GitHub's
+	// MergeQueueEntryState: QUEUED, AWAITING_CHECKS, MERGEABLE,
+	// UNMERGEABLE or LOCKED.
+	Position int
+	State    string
+	// Size is how many entries the base's queue holds (0: not known).
+	Size int
+	// Removed is GitHub's reason (RemovedFromMergeQueueEvent.reason) when
+	// the pull request's last merge queue event is its removal, at
+	// RemovedAt; "" when it is in the queue or never left it.
+	Removed   string
+	RemovedAt time.Time
+}
+
+// Merge queue entry states (GraphQL MergeQueueEntryState).
+const (
+	QueueStateQueued         = "QUEUED"
+	QueueStateAwaitingChecks = "AWAITING_CHECKS"
+	QueueStateMergeable      = "MERGEABLE"
+	QueueStateUnmergeable    = "UNMERGEABLE"
+	QueueStateLocked         = "LOCKED"
+)
+
+const queueEntryFields = `position state mergeQueue { entries { totalCount } }`
+
+// enqueueMutation is GitHub's enqueuePullRequest (input: pullRequestId,
+// jump, expectedHeadOid; payload: mergeQueueEntry).
+const enqueueMutation = `mutation($pullRequestId: ID!, $expectedHeadOid: GitObjectID) {
+  enqueuePullRequest(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) {
+    mergeQueueEntry { ` + queueEntryFields + ` }
+  }
+}`
+
+// queueQuery reads a pull request's merge queue entry and its last merge
+// queue event (the reason it left, when it did).
+const queueQuery = `query($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      mergeQueueEntry { ` + queueEntryFields + ` }
+      timelineItems(last: 1, itemTypes: [ADDED_TO_MERGE_QUEUE_EVENT, REMOVED_FROM_MERGE_QUEUE_EVENT]) {
+        nodes { __typename ... on RemovedFromMergeQueueEvent { createdAt reason } }
+      }
+    }
+  }
+}`
+
+type queueEntryJSON struct {
+	Position   int    `json:"position"`
+	State      string `json:"state"`
+	MergeQueue *struct {
+		Entries struct {
+			TotalCount int `json:"totalCount"`
+		} `json:"entries"`
+	} `json:"mergeQueue"`
+}
+
+func (q *queueEntryJSON) entry() QueueEntry {
+	e := QueueEntry{Position: q.Position, State: q.State}
+	if q.MergeQueue != nil {
+		e.Size = q.MergeQueue.Entries.TotalCount
+	}
+	return e
+}
+
+// EnqueuePR adds the PR to its base's merge queue (GraphQL
+// enqueuePullRequest), guarded by expectedHeadSHA: GitHub refuses it when
+// the head moved. nodeID is the PR's node_id (PR.NodeID); "" reads the PR
+// first. A PR already in the queue is success: its entry is read and
+// returned.
+//
+// GitHub's refusals (GraphQL errors, HTTP 200) are *MergeError with Op
+// "enqueue" (Status 403 for FORBIDDEN, 422 otherwise), sorted by
+// RefusalOf: a moved head (RefusedHeadModified), checks or reviews GitHub
+// does not count yet (RefusedChecks, RefusedReview), conflicts
+// (RefusedConflict), no merge queue on the base (RefusedMergeQueue), an
+// App that may not (RefusedNotAuthorized).
+func (c *Client) EnqueuePR(ctx context.Context, tenant, repo string, number int, nodeID, expectedHeadSHA string) (QueueEntry, error) {
+	if nodeID == "" {
+		pr, err := c.GetPR(ctx, tenant, repo, number)
+		if err != nil {
+			return QueueEntry{}, err
+		}
+		if nodeID = pr.NodeID; nodeID == "" {
+			return QueueEntry{}, fmt.Errorf("forge: %s#%d has no node_id to enqueue it by", repo, number)
+		}
+	}
+	ctx2, in, _, _, cl, err := c.begin(ctx, "graphql.enqueue-pull-request", tenant, repo)
+	if err != nil {
+		return QueueEntry{}, err
+	}
+	cl.op, cl.number, cl.sha = "enqueue", number, expectedHeadSHA
+	vars := map[string]any{"pullRequestId": nodeID}
+	if expectedHeadSHA != "" {
+		vars["expectedHeadOid"] = expectedHeadSHA
+	}
+	req, err := in.gh.NewRequest(http.MethodPost, GraphQLURL(c.base), map[string]any{"query": enqueueMutation, "variables": vars})
+	if err != nil {
+		return QueueEntry{}, err
+	}
+	var out struct {
+		Data struct {
+			EnqueuePullRequest *struct {
+				MergeQueueEntry *queueEntryJSON `json:"mergeQueueEntry"`
+			} `json:"enqueuePullRequest"`
+		} `json:"data"`
+		Errors []graphQLError `json:"errors"`
+	}
+	if _, err := in.gh.Do(ctx2, req, &out); err != nil {
+		return QueueEntry{}, cl.classify(ctx2, err, true)
+	}
+	if len(out.Errors) > 0 {
+		err := cl.fromGraphQL(out.Errors)
+		if IsAlreadyQueued(err) {
+			e, _, qerr := c.QueuePosition(ctx, tenant, repo, number)
+			if qerr != nil {
+				return QueueEntry{}, qerr
+			}
+			return e, nil
+		}
+		return QueueEntry{}, err
+	}
+	p := out.Data.EnqueuePullRequest
+	if p == nil || p.MergeQueueEntry == nil {
+		return QueueEntry{}, fmt.Errorf("github %s (installation %s, %s): enqueuePullRequest answered no entry and no errors", cl.op, cl.tenant, cl.repo)
+	}
+	return p.MergeQueueEntry.entry(), nil
+}
+
+// IsAlreadyQueued reports whether err is GitHub's refusal to enqueue a
+// pull request that is in the merge queue already ("Pull request is
+// already in the queue").
+func IsAlreadyQueued(err error) bool {
+	var me *MergeError
+	if !errors.As(err, &me) || me.Op != "enqueue" {
+		return false
+	}
+	m := strings.ToLower(me.Message)
+	return strings.Contains(m, "already in the queue") || strings.Contains(m, "already queued") || strings.Contains(m, "already enqueued")
+}
+
+// QueuePosition reads the PR's entry in GitHub's merge queue (GraphQL
+// pullRequest.mergeQueueEntry, with its queue's size); queued is false when
+// it is not in the queue, and the entry then says why it last left it, if
+// it did (Removed).
+func (c *Client) QueuePosition(ctx context.Context, tenant, repo string, number int) (QueueEntry, bool, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "graphql.merge-queue-entry", tenant, repo)
+	if err != nil {
+		return QueueEntry{}, false, err
+	}
+	cl.number = number
+	vars := map[string]any{"owner": owner, "name": name, "number": number}
+	req, err := in.gh.NewRequest(http.MethodPost, GraphQLURL(c.base), map[string]any{"query": queueQuery, "variables": vars})
+	if err != nil {
+		return QueueEntry{}, false, err
+	}
+	var out struct {
+		Data struct {
+			Repository *struct {
+				PullRequest *struct {
+					MergeQueueEntry *queueEntryJSON `json:"mergeQueueEntry"`
+					TimelineItems   struct {
+						Nodes []struct {
+							Typename  string    `json:"__typename"`
+							CreatedAt time.Time `json:"createdAt"`
+							Reason    string    `json:"reason"`
+						} `json:"nodes"`
+					} `json:"timelineItems"`
+				} `json:"pullRequest"`
+			} `json:"repository"`
+		} `json:"data"`
+		Errors []graphQLError `json:"errors"`
+	}
+	if _, err := in.gh.Do(ctx, req, &out); err != nil {
+		return QueueEntry{}, false, cl.classify(ctx, err, false)
+	}
+	if len(out.Errors) > 0 {
+		err := cl.fromGraphQL(out.Errors)
+		var me *MergeError
+		if errors.As(err, &me) { // a query refused is the operator's, not a refusal to sort
+			return QueueEntry{}, false, &APIError{Op: cl.op, Tenant: cl.tenant, Repo: cl.repo, Status: me.Status, Message: me.Message}
+		}
+		return QueueEntry{}, false, err
+	}
+	if out.Data.Repository == nil || out.Data.Repository.PullRequest == nil {
+		return QueueEntry{}, false, &APIError{Op: cl.op, Tenant: cl.tenant, Repo: cl.repo, Status: http.StatusNotFound, Message: "pull request not found"}
+	}
+	pr := out.Data.Repository.PullRequest
+	if pr.MergeQueueEntry != nil {
+		return pr.MergeQueueEntry.entry(), true, nil
+	}
+	var e QueueEntry
+	if n := pr.TimelineItems.Nodes; len(n) > 0 && n[len(n)-1].Typename == "RemovedFromMergeQueueEvent" {
+		e.Removed, e.RemovedAt = n[len(n)-1].Reason, n[len(n)-1].CreatedAt
+	}
+	return e, false, nil
+}
+
+// queueEntriesQuery reads a base's merge queue: every entry's place.
+const queueEntriesQuery = `query($owner: String!, $name: String!, $branch: String!) {
+  repository(owner: $owner, name: $name) {
+    mergeQueue(branch: $branch) {
+      entries(first: 100) { totalCount nodes { position state pullRequest { number } } }
+    }
+  }
+}`
+
+// MergeQueueEntries reads the entries of branch's merge queue on GitHub in
+// one query (repository.mergeQueue(branch)), by pull request number: what
+// the check runs say of each. A branch without a queue has none.
+func (c *Client) MergeQueueEntries(ctx context.Context, tenant, repo, branch string) (map[int]QueueEntry, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "graphql.merge-queue", tenant, repo)
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]any{"owner": owner, "name": name, "branch": branch}
+	req, err := in.gh.NewRequest(http.MethodPost, GraphQLURL(c.base), map[string]any{"query": queueEntriesQuery, "variables": vars})
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Data struct {
+			Repository *struct {
+				MergeQueue *struct {
+					Entries struct {
+						TotalCount int `json:"totalCount"`
+						Nodes      []struct {
+							Position    int    `json:"position"`
+							State       string `json:"state"`
+							PullRequest *struct {
+								Number int `json:"number"`
+							} `json:"pullRequest"`
+						} `json:"nodes"`
+					} `json:"entries"`
+				} `json:"mergeQueue"`
+			} `json:"repository"`
+		} `json:"data"`
+		Errors []graphQLError `json:"errors"`
+	}
+	if _, err := in.gh.Do(ctx, req, &out); err != nil {
+		return nil, cl.classify(ctx, err, false)
+	}
+	if len(out.Errors) > 0 {
+		err := cl.fromGraphQL(out.Errors)
+		var me *MergeError
+		if errors.As(err, &me) {
+			return nil, &APIError{Op: cl.op, Tenant: cl.tenant, Repo: cl.repo, Status: me.Status, Message: me.Message}
+		}
+		return nil, err
+	}
+	entries := map[int]QueueEntry{}
+	if r := out.Data.Repository; r != nil && r.MergeQueue != nil {
+		for _, n := range r.MergeQueue.Entries.Nodes {
+			if n.PullRequest != nil {
+				entries[n.PullRequest.Number] = QueueEntry{Position: n.Position, State: n.State, Size: r.MergeQueue.Entries.TotalCount}
+			}
+		}
+	}
+	return entries, nil
 }

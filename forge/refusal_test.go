@@ -16,6 +16,9 @@ func TestRefusalOf(t *testing.T) {
 	update := func(status int, msg string) error {
 		return &forge.MergeError{Op: "update-branch", Repo: "o/r", Number: 1, SHA: "abc", Status: status, Message: msg}
 	}
+	enqueue := func(status int, msg string) error {
+		return &forge.MergeError{Op: "enqueue", Repo: "o/r", Number: 1, SHA: "abc", Status: status, Message: msg}
+	}
 	cases := []struct {
 		err  error
 		want forge.Refusal
@@ -46,6 +49,19 @@ func TestRefusalOf(t *testing.T) {
 		{merge(403, "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission"), forge.RefusedWorkflows},
 		{update(403, "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission"), forge.RefusedWorkflows},
 		{&forge.APIError{Op: "merge", Status: 403, Message: "Resource not accessible by integration"}, forge.RefusedNotAuthorized},
+		// enqueuePullRequest's GraphQL errors (HTTP 200, sorted like the
+		// REST statuses: FORBIDDEN 403, otherwise 422), as its users
+		// quote them (devantler-tech/platform#3138, github/app#93,
+		// ClickHouse/ClickHouse#109183) and the fake's for the rest.
+		{enqueue(422, "Pull request Required workflow '✅ Validate Go Project' is not satisfied"), forge.RefusedChecks},
+		{enqueue(422, "Pull request Waiting on code owner review from octo-org/core"), forge.RefusedReview},
+		{enqueue(422, `Pull request Required status check "ci/build" is expected.`), forge.RefusedChecks},
+		{enqueue(422, "Pull request is not ready for the merge queue"), forge.RefusedChecks},
+		{enqueue(422, "expected head oid didn't match current head ref."), forge.RefusedHeadModified},
+		{enqueue(422, "No merge queue found for branch main"), forge.RefusedMergeQueue},
+		{enqueue(422, "Pull request has merge conflicts"), forge.RefusedConflict},
+		{enqueue(422, "Pull request is still a draft"), forge.RefusedDraft},
+		{enqueue(403, "Resource not accessible by integration"), forge.RefusedNotAuthorized},
 		{merge(405, "Something GitHub has not said before"), forge.RefusedOther},
 	}
 	for _, c := range cases {

@@ -66,6 +66,7 @@ func (s *Syncer) publish(ctx context.Context, l *leasedo.Lease) error {
 	}
 	for _, base := range bases {
 		live := byBase[base]
+		s.placesInGitHubQueue(ctx, k, base, live) // mergequeue.go
 		pol := s.policyOf(k, base)
 		var train []leasedo.Group
 		for _, g := range groups {
@@ -85,6 +86,9 @@ func (s *Syncer) publish(ctx context.Context, l *leasedo.Lease) error {
 				continue
 			}
 			summary := checkRunSummary
+			if _, ok := gitHubQueueTitle(it); ok {
+				summary = gitHubQueueSummary
+			}
 			if it.Status == leasedo.StatusBlocked && !strings.HasPrefix(it.GateReason, rules.HeldPrefix) {
 				summary = "mergegate cannot merge this pull request until the repository's administrators change something: " +
 					it.GateReason + ". It keeps its place in the queue and is tried again every few minutes."
@@ -218,6 +222,9 @@ func baseName(it leasedo.Item) string {
 
 func placeTitle(i int, live []leasedo.Item) string {
 	it := live[i]
+	if t, ok := gitHubQueueTitle(it); ok {
+		return t
+	}
 	waits := it.GateReason
 	switch {
 	case it.Status == leasedo.StatusBlocked && strings.HasPrefix(it.GateReason, rules.HeldPrefix):
@@ -253,4 +260,21 @@ func ordinal(n int) string {
 		suffix = "rd"
 	}
 	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+const gitHubQueueSummary = "This base uses GitHub's merge queue. mergegate added this pull request to it at the commit whose checks passed; " +
+	"GitHub tests it together with the pull requests ahead of it and merges it. This check shows where it stands in GitHub's queue."
+
+// gitHubQueueTitle is the title of an entry mergegate added to GitHub's
+// merge queue: its place there, as GitHub reported it ("In GitHub's merge
+// queue for main: position 2 of 3").
+func gitHubQueueTitle(it leasedo.Item) (string, bool) {
+	if it.Status == leasedo.StatusBlocked || !rules.InGitHubQueue(it) {
+		return "", false
+	}
+	place := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(it.GateReason, rules.InGitHubQueuePrefix), " ("), ")")
+	if place == "" {
+		place = "added"
+	}
+	return fmt.Sprintf("In GitHub's merge queue for %s: %s", baseName(it), place), true
 }

@@ -335,6 +335,9 @@ func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Gate(f.Gate.Result, time.Since(start))
 	}
+	if readsGitHubQueue(f) {
+		return f, s.mergeQueueFacts(ctx, k, &f) // mergequeue.go
+	}
 	if !head || f.Gate.Result != forge.GateSuccess {
 		return f, nil
 	}
@@ -467,6 +470,9 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			return true, 0, err
 		}
 		return s.refused(ctx, l, f, "update-branch", "", err, handled, depth)
+
+	case rules.Enqueue:
+		return s.enqueue(ctx, l, f, handled, depth) // mergequeue.go
 
 	case rules.Merge:
 		if depth > 0 && f.Refusal != nil && f.Refusal.Op == "merge" {

@@ -24,10 +24,12 @@ const (
 // Bounced is what a bounced author is told, before it is a sentence.
 type Bounced struct {
 	Kind BounceKind
-	// Detail: the gate's verdict (gate_failure) or GitHub's message
-	// (merge_refused, update_refused; "" when GitHub gave none).
+	// Detail: the gate's verdict (gate_failure), GitHub's message
+	// (merge_refused, update_refused, enqueue_refused; "" when GitHub gave
+	// none) or GitHub's reason for removing it from its merge queue
+	// (merge_group_failed, dequeued).
 	Detail string
-	Base   string        // conflict, update_refused
+	Base   string        // conflict, update_refused, the merge queue's kinds
 	Checks []string      // check_timeout: the checks that never concluded (none: nothing reported)
 	After  time.Duration // check_timeout
 	// Unrequired (check_timeout): the base requires no checks, so these are
@@ -44,6 +46,8 @@ type Bounced struct {
 func (b Bounced) Because() string {
 	detail := oneLine(b.Detail)
 	switch b.Kind {
+	case BounceMergeGroupFailed, BounceDequeued, BounceEnqueueRefused:
+		return b.mergeQueueBecause(detail) // mergequeue.go
 	case BounceGateFailure:
 		return "its " + detail
 	case BounceCheckTimeout:
@@ -125,6 +129,11 @@ func BounceMessage(b Bounced, sha, triggerLabel string) string {
 	again := "enable auto-merge again"
 	if triggerLabel != "" {
 		again = fmt.Sprintf("add the `%s` label again", triggerLabel)
+	}
+	if b.Kind == BounceDequeued {
+		// Nothing to fix: the person who removed it decides.
+		return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. To queue it again, %s.",
+			forge.ShortSHA(sha), b.Because(), again)
 	}
 	return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. Once that is fixed, %s.",
 		forge.ShortSHA(sha), b.Because(), again)

@@ -78,6 +78,22 @@ func TestBounceMessage(t *testing.T) {
 		{"update_refused with GitHub's message",
 			rules.Bounced{Kind: rules.BounceUpdateRefused, Base: "main", Detail: "Something went wrong updating the branch."},
 			`GitHub could not update its branch from main ("Something went wrong updating the branch")`},
+		// GitHub's merge queue removed it, or would not take it.
+		{"merge_group_failed for a failed check",
+			rules.Bounced{Kind: rules.BounceMergeGroupFailed, Detail: "CI_FAILURE", Base: "main"},
+			"GitHub's merge queue removed it: a required check failed on its merge group (its changes merged into main together with those ahead of it in the queue)"},
+		{"merge_group_failed for checks that timed out",
+			rules.Bounced{Kind: rules.BounceMergeGroupFailed, Detail: "CI_TIMEOUT", Base: "main"},
+			"GitHub's merge queue removed it: the required checks of its merge group (its changes merged into main together with those ahead of it in the queue) did not finish in time"},
+		{"merge_group_failed for a conflict with the entries ahead",
+			rules.Bounced{Kind: rules.BounceMergeGroupFailed, Detail: "MERGE_CONFLICT", Base: "main"},
+			"GitHub's merge queue removed it: it conflicts with main or with a pull request ahead of it in the queue"},
+		{"merge_group_failed for a reason mergegate does not know quotes GitHub",
+			rules.Bounced{Kind: rules.BounceMergeGroupFailed, Detail: "GIT_TREE_INVALID", Base: "main"},
+			`GitHub's merge queue removed it: GitHub says "GIT_TREE_INVALID"`},
+		{"enqueue_refused with GitHub's message",
+			rules.Bounced{Kind: rules.BounceEnqueueRefused, Base: "main", Detail: "Pull request Something new."},
+			`GitHub's merge queue would not take it ("Pull request Something new")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +109,17 @@ func TestBounceMessage(t *testing.T) {
 				assertOneSentence(t, got)
 			}
 		})
+	}
+}
+
+// Removed from GitHub's merge queue by hand, the author is told so
+// without being asked to fix anything.
+func TestBounceMessageDequeuedByHand(t *testing.T) {
+	b := rules.Bounced{Kind: rules.BounceDequeued, Detail: "MANUAL", Base: "main"}
+	want := "mergegate took this pull request out of the merge queue at a1a1a1a because someone removed it from GitHub's merge queue by hand. " +
+		"To queue it again, add the `automerge` label again."
+	if got := rules.BounceMessage(b, bouncedSHA, "automerge"); got != want {
+		t.Errorf("BounceMessage =\n %s\nwant\n %s", got, want)
 	}
 }
 

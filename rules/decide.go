@@ -147,6 +147,12 @@ type Facts struct {
 	// Refusal is GitHub's answer to the merge or branch update just tried
 	// (the PR was read again after it).
 	Refusal *Refusal
+	// Queue is the entry's place in GitHub's merge queue, read for an
+	// entry whose checks passed on a base that uses it (Rules.MergeQueue);
+	// InQueue: GitHub reports it in the queue (else Queue says why it last
+	// left it, if it did). nil: not read.
+	Queue   *forge.QueueEntry
+	InQueue bool
 	// Retries is how many short pauses in a row this entry has had
 	// (waits with Retry): a refusal GitHub keeps giving for no reason it
 	// reports is the author's after MaxRetries.
@@ -188,9 +194,12 @@ const (
 	// Regate takes a new head (Sha) or base (Base) from GitHub: the gate is
 	// read again from the start.
 	Regate
+	// Enqueue adds the pull request, at its tested sha, to GitHub's own
+	// merge queue, on a base that uses it (rules/mergequeue.go).
+	Enqueue
 )
 
-var kindNames = [...]string{"wait", "update_branch", "merge", "bounce", "leave", "block", "regate"}
+var kindNames = [...]string{"wait", "update_branch", "merge", "bounce", "leave", "block", "regate", "enqueue"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -230,9 +239,11 @@ type Action struct {
 //     is gated again.
 //  2. The gate: a failed required check bounces; checks that have not
 //     concluded wait, and bounce once CheckTimeout has passed.
-//  3. An entry behind the head whose checks passed waits its turn.
-//  4. After GitHub refused a merge or an update: see decideRefusal.
-//  5. The head: see decideHead.
+//  3. On a base that uses GitHub's merge queue, every entry whose checks
+//     passed is decided by decideMergeQueue (GitHub's queue orders them).
+//  4. An entry behind the head whose checks passed waits its turn.
+//  5. After GitHub refused a merge or an update: see decideRefusal.
+//  6. The head: see decideHead.
 func Decide(f Facts, p Policy) Action {
 	e := f.Entry
 	if pr := f.PR; pr != nil {
@@ -267,6 +278,9 @@ func Decide(f Facts, p Policy) Action {
 		}
 		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: reason}
 	}
+	if f.Rules.MergeQueue || InGitHubQueue(e) || (f.Refusal != nil && f.Refusal.Op == "enqueue") {
+		return decideMergeQueue(f, p)
+	}
 	if !f.Head {
 		return Action{Kind: Wait, Status: leasedo.StatusGatePassed}
 	}
@@ -288,8 +302,8 @@ func timedOut(f Facts, p Policy) bool {
 
 // decideHead decides for the head of its base's queue, checks passed:
 //
-//   - a base on GitHub's own merge queue blocks (GitHub refuses direct
-//     merges there), as does a repository that allows no usable method;
+//   - a repository that allows no usable method blocks (a base on GitHub's
+//     own merge queue never gets here: decideMergeQueue);
 //   - with the pull request read: mergeable not yet computed waits a moment
 //     (GitHub computes it in the background, notably right after a merge
 //     moved the base); conflicts bounce; a branch behind a base that
@@ -304,10 +318,6 @@ func decideHead(f Facts, p Policy) Action {
 	pr, base := f.PR, f.Entry.BaseRef
 	if pr != nil && pr.BaseRef != "" {
 		base = pr.BaseRef
-	}
-	if f.Rules.MergeQueue {
-		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
-			"the base branch %s uses GitHub's merge queue, which refuses direct merges: remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, base, base)}
 	}
 	if a, held := hold(pr, p); held {
 		return a
@@ -399,8 +409,10 @@ func decideRefusal(f Facts, p Policy) Action {
 		}
 		return Action{Kind: Block, Problem: "merge_method", Reason: fmt.Sprintf("GitHub refused to merge with %s (%s): allow it in the repository's settings, or set %s to a method it allows", r.Method, quote(msg), methodFrom(p.MethodFrom))}
 	case forge.RefusedMergeQueue:
-		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
-			"the base branch %s uses GitHub's merge queue (%s): remove the merge queue rule from %s's ruleset, or stop queueing %s with mergegate", base, quote(msg), base, base)}
+		// GitHub says the base uses its merge queue though its rules, as
+		// read, did not (read before the rule was added, or a classic
+		// branch protection's "require merge queue"): to GitHub's queue.
+		return decideMergeQueue(f, p)
 	case forge.RefusedNotAuthorized:
 		branch := base
 		if r.Op == "update-branch" {

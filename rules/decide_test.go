@@ -128,6 +128,25 @@ var (
 	conversations = base(func(r *forge.Required) { r.Conversations = true })
 )
 
+// inGitHubQueue: GitHub reports the entry in its merge queue, at pos of
+// size, in state.
+func inGitHubQueue(pos, size int, state string) mod {
+	return func(s *situation) {
+		s.f.Queue, s.f.InQueue = &forge.QueueEntry{Position: pos, Size: size, State: state}, true
+	}
+}
+
+// removedFromGitHubQueue: mergegate had put the entry in GitHub's merge
+// queue, and GitHub reports it out of it, removed for reason.
+func removedFromGitHubQueue(reason string) mod {
+	return func(s *situation) {
+		s.f.Entry.GateReason = rules.QueueReason(forge.QueueEntry{Position: 1, Size: 1})
+		s.f.Queue, s.f.InQueue = &forge.QueueEntry{Removed: reason, RemovedAt: joined}, false
+	}
+}
+
+var enqueue = rules.Action{Kind: rules.Enqueue}
+
 func requireReviews(n int) mod { return base(func(r *forge.Required) { r.Reviews = n }) }
 
 // reviews are what the pull request's reviews sum up to.
@@ -210,8 +229,6 @@ func regateBase(base, reason string) rules.Action {
 // when any field of the action changes.
 func TestDecide(t *testing.T) {
 	const (
-		mergeQueueReason = "the base branch main uses GitHub's merge queue, which refuses direct merges: " +
-			"remove the merge queue rule from main's ruleset, or stop queueing main with mergegate"
 		forkBehindReason = "its branch is behind main, and mergegate may not push to the fork: " +
 			"update the branch, or allow edits by maintainers"
 		computing = "GitHub is still working out whether it can be merged"
@@ -325,12 +342,82 @@ func TestDecide(t *testing.T) {
 		{"clean head merges with --merge-method",
 			given(),
 			merge("merge", "")},
-		{"merge queue on the base blocks for the operator",
+
+		// 3. A base that uses GitHub's merge queue: its entries go there.
+		{"merge queue on the base: the head whose checks passed is enqueued",
 			given(mergeQueue),
-			block("merge_queue", mergeQueueReason)},
-		{"merge queue on the base blocks before anything else is read",
-			given(mergeQueue, mergeableNull, requireReviews(1), reviews(0)),
-			block("merge_queue", mergeQueueReason)},
+			enqueue},
+		{"merge queue on the base: an entry behind the head is enqueued too, GitHub's queue orders them",
+			given(mergeQueue, behindHead),
+			enqueue},
+		{"merge queue on the base: mergeable not computed yet is GitHub's to judge, enqueued",
+			given(mergeQueue, mergeableNull),
+			enqueue},
+		{"merge queue on the base: checks pending wait, not enqueued",
+			given(mergeQueue, checksPending(`waiting for required check "ci/build"`, "ci/build")),
+			waitChecks(`waiting for required check "ci/build"`)},
+		{"merge queue on the base: a failed check bounces, not enqueued",
+			given(mergeQueue, behindHead, checksFailed(`required check "ci/build" concluded failure`)),
+			bounce("gate_failure", rules.Bounced{Kind: rules.BounceGateFailure, Detail: `required check "ci/build" concluded failure`})},
+		{"merge queue on the base: reviews required and missing wait",
+			given(mergeQueue, requireReviews(2), reviews(1)),
+			waitPassed("waiting for 2 approving reviews (1 so far)")},
+		{"merge queue on the base: changes requested wait",
+			given(mergeQueue, requireReviews(1), reviews(1, "alice")),
+			waitPassed("changes requested by @alice")},
+		{"merge queue on the base: frozen waits, not enqueued",
+			given(mergeQueue, frozen("release Friday")),
+			waitPassed("frozen: release Friday")},
+		{"merge queue on the base: a blocking label holds it, not enqueued",
+			given(mergeQueue, blocking("do-not-merge"), onPR(func(pr *forge.PR) { pr.Labels = append(pr.Labels, "do-not-merge") })),
+			block("held", `held: the label "do-not-merge" keeps it from merging: remove the label to let it merge`)},
+		{"in GitHub's merge queue: waits there, saying its place",
+			given(mergeQueue, behindHead, inGitHubQueue(2, 3, forge.QueueStateQueued)),
+			waitPassed("in GitHub's merge queue (position 2 of 3)")},
+		{"in GitHub's merge queue, first: says its group's checks run",
+			given(mergeQueue, inGitHubQueue(1, 3, forge.QueueStateAwaitingChecks)),
+			waitPassed("in GitHub's merge queue (position 1 of 3, its merge group's checks running)")},
+		{"in GitHub's merge queue and frozen: GitHub merges it, mergegate says its place",
+			given(mergeQueue, frozen("release"), inGitHubQueue(1, 1, forge.QueueStateMergeable)),
+			waitPassed("in GitHub's merge queue (position 1 of 1, about to be merged)")},
+		{"merged by GitHub's merge queue leaves (rule 1)",
+			given(mergeQueue, onPR(func(pr *forge.PR) { pr.Merged, pr.State = true, "closed" })),
+			leave("merged outside mergegate")},
+		{"removed from GitHub's merge queue for a failed merge group bounces with GitHub's reason",
+			given(mergeQueue, removedFromGitHubQueue("CI_FAILURE")),
+			bounce("merge_group_failed", rules.Bounced{Kind: rules.BounceMergeGroupFailed, Detail: "CI_FAILURE", Base: "main"})},
+		{"removed from GitHub's merge queue by hand is taken out too, without blame",
+			given(mergeQueue, behindHead, removedFromGitHubQueue("MANUAL")),
+			bounce("dequeued", rules.Bounced{Kind: rules.BounceDequeued, Detail: "MANUAL", Base: "main"})},
+		{"an old removal from GitHub's merge queue, before mergegate enqueued this head, enqueues",
+			given(mergeQueue, removedFromGitHubQueue("CI_FAILURE"), func(s *situation) { s.f.Entry.GateReason = "" }),
+			enqueue},
+		// GitHub's refusals to enqueue (the pull request read again).
+		{"enqueue refused, head moved: reads the pull request again",
+			given(mergeQueue, refused(forge.RefusedHeadModified, "enqueue", "expected head oid didn't match current head ref.")),
+			retry("GitHub reported new commits; reading the pull request again")},
+		{"enqueue refused, checks GitHub does not count yet: waits for checks",
+			given(mergeQueue, refused(forge.RefusedChecks, "enqueue", "Pull request Required workflow 'CI' is not satisfied")),
+			waitChecks(`GitHub's merge queue does not count its required checks as passed yet: "Pull request Required workflow 'CI' is not satisfied"`)},
+		{"enqueue refused for a code owner's review: waits",
+			given(mergeQueue, refused(forge.RefusedReview, "enqueue", "Pull request Waiting on code owner review from octo-org/core")),
+			waitPassed(`waiting for reviews: GitHub says "Pull request Waiting on code owner review from octo-org/core"`)},
+		{"enqueue refused, the App may not: blocks for the operator",
+			given(mergeQueue, refused(forge.RefusedNotAuthorized, "enqueue", "Resource not accessible by integration")),
+			block("not_authorized", `mergegate may not add pull requests to GitHub's merge queue for main ("Resource not accessible by integration"): `+
+				`give the App "Contents: read and write" and "Pull requests: read and write" on the installation`)},
+		{"enqueue refused, no queue on the base after all: reads the rules again",
+			given(mergeQueue, refused(forge.RefusedMergeQueue, "enqueue", "No merge queue found for branch main")),
+			retry(`GitHub says main has no merge queue ("No merge queue found for branch main"); reading its rules again`)},
+		{"enqueue refused for conflicts the pull request reports: bounces for conflicts",
+			given(mergeQueue, conflicts, refused(forge.RefusedConflict, "enqueue", "Pull request has merge conflicts")),
+			bounce("conflict", rules.Bounced{Kind: rules.BounceConflict, Base: "main"})},
+		{"enqueue refused for a reason not sorted: bounces with GitHub's words",
+			given(mergeQueue, refused(forge.RefusedOther, "enqueue", "Pull request Something new.")),
+			bounce("enqueue_refused", rules.Bounced{Kind: rules.BounceEnqueueRefused, Base: "main", Detail: "Pull request Something new"})},
+		{"enqueue refused but closed since: leaves (rule 1)",
+			given(mergeQueue, onPR(func(pr *forge.PR) { pr.State = "closed" }), refused(forge.RefusedClosed, "enqueue", "Pull request is closed")),
+			leave("closed on GitHub")},
 		{"--merge-method squash is used when allowed",
 			given(mergeMethod("squash")),
 			merge("squash", "")},
@@ -490,10 +577,20 @@ func TestDecide(t *testing.T) {
 			given(refused(forge.RefusedMethod, "merge", "Merge commits are not allowed on this repository.")),
 			block("merge_method", `GitHub refused to merge with merge ("Merge commits are not allowed on this repository"): `+
 				"allow it in the repository's settings, or set --merge-method to a method it allows")},
-		{"405 changes must be made through the merge queue blocks for the operator",
+		{"405 changes must be made through the merge queue: its rules did not show the queue, enqueued",
 			given(refused(forge.RefusedMergeQueue, "merge", "Changes must be made through the merge queue")),
-			block("merge_queue", `the base branch main uses GitHub's merge queue ("Changes must be made through the merge queue"): `+
-				"remove the merge queue rule from main's ruleset, or stop queueing main with mergegate")},
+			enqueue},
+		{"405 changes must be made through the merge queue, reviews missing: waits before it is enqueued",
+			given(refused(forge.RefusedMergeQueue, "merge", "Changes must be made through the merge queue"), requireReviews(1), reviews(0)),
+			waitPassed("waiting for an approving review")},
+		{"an entry mergegate put in GitHub's queue is read there even when its base's rules do not show the queue",
+			given(behindHead, inGitHubQueue(1, 2, forge.QueueStateQueued), func(s *situation) {
+				s.f.Entry.GateReason = rules.QueueReason(forge.QueueEntry{Position: 2, Size: 2})
+			}),
+			waitPassed("in GitHub's merge queue (position 1 of 2)")},
+		{"enqueue refused, no queue on the base, again and again: blocks for the operator",
+			given(mergeQueue, refused(forge.RefusedMergeQueue, "enqueue", "No merge queue found for branch main"), func(s *situation) { s.f.Retries = rules.MaxRetries }),
+			block("merge_queue", `GitHub refuses to add pull requests to a merge queue for main ("No merge queue found for branch main") though its ruleset has a merge queue rule: check the rule's settings for main`)},
 		{"not authorized blocks",
 			given(refused(forge.RefusedNotAuthorized, "merge", "You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information.")),
 			block("not_authorized", `mergegate may not push to main ("You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information"): `+
@@ -619,7 +716,7 @@ func TestDecideIsPure(t *testing.T) {
 func TestKindString(t *testing.T) {
 	for k, want := range map[rules.Kind]string{
 		rules.Wait: "wait", rules.UpdateBranch: "update_branch", rules.Merge: "merge", rules.Bounce: "bounce",
-		rules.Leave: "leave", rules.Block: "block", rules.Regate: "regate", rules.Kind(42): "kind(42)",
+		rules.Leave: "leave", rules.Block: "block", rules.Regate: "regate", rules.Enqueue: "enqueue", rules.Kind(42): "kind(42)",
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", int(k), got, want)

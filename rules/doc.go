@@ -1,7 +1,8 @@
 // Package rules is the one place that decides a pull request's life in the
 // merge queue. It is pure: from what GitHub says about a pull request and
 // its base (Facts) it returns exactly one Action: wait, update the branch,
-// merge, bounce, leave, block or re-gate. It sends nothing and stores
+// merge, enqueue (in GitHub's own merge queue, on a base that uses it),
+// bounce, leave, block or re-gate. It sends nothing and stores
 // nothing; the sync of a repository (package reconcile) gathers the facts,
 // asks Decide, and carries the action out.
 //
@@ -13,6 +14,6 @@
 //     branch was modified", a moved head): wait a moment, or re-gate;
 //   - missing but coming (a review, an update of the branch): wait, and say
 //     for what on the pull request's check run;
-//   - the operator's (permissions, GitHub's own merge queue on the base):
-//     block, with what to change; nobody is bounced.
+//   - the operator's (permissions, the App's right to enqueue in GitHub's
+//     merge queue): block, with what to change; nobody is bounced.
 package rules

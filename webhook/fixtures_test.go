@@ -243,9 +243,10 @@ func fixtureCases() []fixtureCase {
 		})},
 		{file: "ghes-35/push/payload.json", event: "push", want: with(stored("5", helloWorld), func(w *want) { w.ignored = "not a branch push" })},
 
-		// An event type mergegate does not act on: stored, then ignored.
+		// GitHub's merge queue made a group for PR #104 (its head ref,
+		// gh-readonly-queue/main/pr-104-<sha>, names it): its entry is read again.
 		{file: "merge_group/checks_requested.payload.json", want: with(stored("1", "octo-org/octo-repo"), func(w *want) {
-			w.ignored = "event type merge_group is not acted on"
+			w.events, w.base = []leasedo.Event{ev("merge_group", "checks_requested", 104, "")}, "main"
 		})},
 	}
 }

@@ -146,6 +146,19 @@ type prPayload struct {
 	PullRequest *pullRequest `json:"pull_request"`
 	Label       *named       `json:"label"` // its name is only checked (a string or null)
 	Changes     *prChanges   `json:"changes"`
+	// Reason is why GitHub's merge queue let it go (action dequeued).
+	Reason string `json:"reason"`
+}
+
+// mergeGroupPayload is a merge_group delivery: its group's head ref names
+// the pull request; reason is destroyed's (merged, invalidated, dequeued).
+type mergeGroupPayload struct {
+	envelope
+	MergeGroup *struct {
+		HeadRef string `json:"head_ref"`
+		BaseRef string `json:"base_ref"`
+	} `json:"merge_group"`
+	Reason string `json:"reason"`
 }
 
 // named is an object of which only the name (a label) or the login (a

@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/mergegate/mergegate/leasedo"
@@ -66,6 +68,8 @@ func Translate(d leasedo.Delivery, opt rules.Options) (Translation, error) {
 		return translatePush(d)
 	case "issue_comment":
 		return translateIssueComment(d)
+	case "merge_group":
+		return translateMergeGroup(d)
 	case "installation", "installation_repositories":
 		return translateInstallation(d)
 	}
@@ -90,6 +94,18 @@ func OpOf(eventType, action string) leasedo.Op {
 			return leasedo.OpLeave
 		case "synchronize", "edited":
 			return leasedo.OpReevaluate
+		case "enqueued", "dequeued":
+			// GitHub's merge queue took it or let it go: read it again
+			// (where it stands in the queue, why it left: from GitHub).
+			return leasedo.OpRecheck
+		}
+	case "merge_group":
+		switch action {
+		case "checks_requested", "destroyed":
+			// The group's ref names the pull request but not its head:
+			// labels is the op that reads an entry again by its number
+			// (with no priority given it changes nothing else).
+			return leasedo.OpLabels
 		}
 	case "check_suite", "check_run", "status", "pull_request_review":
 		return leasedo.OpRecheck
@@ -182,6 +198,12 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 		return one("no longer eligible: " + notEligible)
 	case "synchronize":
 		return one("new head")
+	case "enqueued":
+		return one("added to GitHub's merge queue")
+	case "dequeued":
+		// The reason is GitHub's; the sync reads it again from GitHub
+		// (RemovedFromMergeQueueEvent), as it reads gates, and decides.
+		return one("removed from GitHub's merge queue: " + quoted(p.Reason))
 	case "edited":
 		if p.Changes == nil || !p.Changes.Base {
 			t.Ignored = "edited without a base change"
@@ -191,6 +213,44 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 	}
 	t.Ignored = fmt.Sprintf("pull_request action %s is not acted on", quoted(p.Action))
 	return t, nil
+}
+
+// mergeGroupRef is a merge group's head ref:
+// refs/heads/gh-readonly-queue/<base>/pr-<number>-<sha> (the base may hold
+// slashes).
+var mergeGroupRef = regexp.MustCompile(`^refs/heads/gh-readonly-queue/(.+)/pr-([0-9]+)-[0-9a-f]+$`)
+
+// translateMergeGroup: GitHub's merge queue made a merge group for a pull
+// request (checks_requested) or dropped it (destroyed: merged, dequeued,
+// invalidated by an entry ahead leaving). Either way the pull request's
+// entry is read again; what happened is read from GitHub.
+func translateMergeGroup(d leasedo.Delivery) (Translation, error) {
+	var p mergeGroupPayload
+	if err := decode(d.Body, &p); err != nil {
+		return Translation{}, err
+	}
+	if p.Action != "checks_requested" && p.Action != "destroyed" {
+		return Translation{Ignored: fmt.Sprintf("merge_group action %s is not acted on", quoted(p.Action))}, nil
+	}
+	if p.MergeGroup == nil {
+		return Translation{}, fmt.Errorf("%w: merge_group delivery has no merge_group", ErrMalformed)
+	}
+	if err := needRepo(d); err != nil {
+		return Translation{}, err
+	}
+	m := mergeGroupRef.FindStringSubmatch(p.MergeGroup.HeadRef)
+	n := 0
+	if m != nil {
+		n, _ = strconv.Atoi(m[2])
+	}
+	if n <= 0 {
+		return Translation{Ignored: fmt.Sprintf("merge group ref %s names no pull request", quoted(p.MergeGroup.HeadRef))}, nil
+	}
+	reason := "merge group checks requested"
+	if p.Action == "destroyed" {
+		reason = "merge group destroyed: " + quoted(p.Reason)
+	}
+	return Translation{Base: m[1], Events: []leasedo.Event{event(d, p.Action, n, "", reason)}}, nil
 }
 
 func ineligibility(pr *pullRequest, opt rules.Options) string {

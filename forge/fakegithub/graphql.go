@@ -8,7 +8,9 @@ import (
 
 // RouteGraphQL is GitHub's GraphQL endpoint (POST /graphql on github.com,
 // POST /api/graphql on GitHub Enterprise Server, where the REST API is
-// under /api/v3). The fake answers one mutation: updatePullRequestBranch.
+// under /api/v3). The fake answers the mutations updatePullRequestBranch
+// and enqueuePullRequest, and the query of a pull request's
+// mergeQueueEntry (mergequeue.go).
 const RouteGraphQL = "POST /graphql"
 
 // GraphQL error messages of the fake's updatePullRequestBranch (GitHub's
@@ -45,8 +47,18 @@ func (s *Server) graphQL(w http.ResponseWriter, r *http.Request) {
 			"errors": []obj{{"type": typ, "path": []string{"updatePullRequestBranch"}, "message": msg}},
 		})
 	}
-	if !updateBranchMutation.MatchString(body.Query) {
-		writeJSON(w, http.StatusOK, obj{"errors": []obj{{"message": "fakegithub answers only the updatePullRequestBranch mutation"}}})
+	switch {
+	case enqueueMutationRe.MatchString(body.Query):
+		s.gqlEnqueue(w, r, body.Variables)
+		return
+	case queueQueryRe.MatchString(body.Query):
+		s.gqlQueue(w, r, body.Variables)
+		return
+	case queueEntryQueryRe.MatchString(body.Query):
+		s.gqlQueueEntry(w, r, body.Variables)
+		return
+	case !updateBranchMutation.MatchString(body.Query):
+		writeJSON(w, http.StatusOK, obj{"errors": []obj{{"message": "fakegithub answers only updatePullRequestBranch, enqueuePullRequest and pullRequest.mergeQueueEntry"}}})
 		return
 	}
 	str := func(name string) string {

@@ -78,6 +78,7 @@ type Server struct {
 	done   chan struct{}
 	close  sync.Once
 	tb     TB
+	mqs    mqState // GitHub's merge queues (mergequeue.go), guarded by mu
 
 	inFlight atomic.Int64
 
