@@ -17,6 +17,7 @@ import (
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 const releaseBase = "release-1.x"
@@ -299,6 +300,31 @@ func TestRulesBaseModifiedIsRetried(t *testing.T) {
 		t.Fatalf("merge calls = %d, want 2 (the refused one and the retry)", n)
 	}
 	h.noBounce()
+}
+
+// 405 "not mergeable" while GitHub reports the pull request mergeable and
+// clean, again and again: tried rules.MaxRetries times more after short
+// pauses, then its author is told (it is not retried forever).
+func TestRulesNotMergeableForNoReasonBouncesAfterRetries(t *testing.T) {
+	h := newHarness(t)
+	h.label(5, shaA)
+	h.settle()
+	h.gh.Fail(fakegithub.RouteMerge, 100, fakegithub.FaultStatus(http.StatusMethodNotAllowed, fakegithub.MsgNotMergeable))
+	h.pass(shaA)
+	// The pauses double (1 s, 2 s, ... 16 s): the clock is moved to each.
+	h.eventually("the bounce", func() bool {
+		if at, ok := h.clock.NextTimer(); ok {
+			h.clock.Set(at)
+		}
+		return len(h.gh.Comments()) == 1
+	})
+	h.settle()
+	if n := h.gh.CallCount(fakegithub.RouteMerge); n != rules.MaxRetries+1 {
+		t.Errorf("merge calls = %d, want %d (the first and %d retries)", n, rules.MaxRetries+1, rules.MaxRetries)
+	}
+	if c := h.gh.Comments()[0].Body; !strings.Contains(c, fakegithub.MsgNotMergeable) {
+		t.Errorf("the author read %q", c)
+	}
 }
 
 // 422 from update-branch because the head moved: the new head is

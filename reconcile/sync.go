@@ -388,7 +388,11 @@ func (s *Syncer) readReviews(ctx context.Context, k leasedo.Key, f *rules.Facts)
 func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a rules.Action, handled map[int]bool, depth int) (bool, time.Duration, error) {
 	k, it := l.Key, f.Entry
 	log := s.prLog(k, it.PRNumber, it.PRSha)
-	if a.Kind != rules.Wait || !a.Retry {
+	switch {
+	case a.Kind == rules.Merge || a.Kind == rules.UpdateBranch:
+		// A pause in a row is counted until the call succeeds: a refusal
+		// GitHub keeps giving is the author's after rules.MaxRetries.
+	case a.Kind != rules.Wait || !a.Retry:
 		s.resetRetry(k, it.PRNumber)
 	}
 	switch a.Kind {
@@ -459,6 +463,7 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			err = s.gh.UpdateBranch(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha)
 		}
 		if err == nil {
+			s.resetRetry(k, it.PRNumber)
 			log.Info().Str("base", it.BaseRef).Str("update_method", method).Msg("branch behind its base: asked GitHub to update it")
 			if s.cfg.Observer != nil {
 				s.cfg.Observer.BranchUpdated(k)
@@ -491,6 +496,7 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 	pol := s.policyOf(k, it.BaseRef)
 	mergeSHA, err := s.gh.MergeWith(ctx, k.Tenant, k.Repo, it.PRNumber, it.PRSha, a.Method, s.commitMessage(ctx, k, pol, f.PR))
 	if err == nil {
+		s.resetRetry(k, it.PRNumber)
 		log.Info().Str("method", a.Method).Str("merge_sha", mergeSHA).Func(strIf("method_note", a.MethodNote)).Msg("merged")
 		if err := s.merged(ctx, l, it, a); err != nil {
 			return true, 0, err
