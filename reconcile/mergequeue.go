@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
@@ -51,14 +50,6 @@ func (s *Syncer) enqueue(ctx context.Context, l *leasedo.Lease, f rules.Facts, h
 	if depth > 0 && f.Refusal != nil && f.Refusal.Op == "enqueue" {
 		handled[it.PRNumber] = true
 		return false, s.nextRetry(k, it.PRNumber), nil
-	}
-	// carry forgot the entry's pauses in a row (an action, not a pause):
-	// a refusal GitHub keeps giving goes on counting, and ends
-	// (rules.MaxRetries).
-	if f.Retries > 0 {
-		s.mu.Lock()
-		s.retries[k.String()+"#"+strconv.Itoa(it.PRNumber)] = f.Retries
-		s.mu.Unlock()
 	}
 	nodeID := ""
 	if f.PR != nil {

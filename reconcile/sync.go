@@ -389,7 +389,7 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 	k, it := l.Key, f.Entry
 	log := s.prLog(k, it.PRNumber, it.PRSha)
 	switch {
-	case a.Kind == rules.Merge || a.Kind == rules.UpdateBranch:
+	case a.Kind == rules.Merge || a.Kind == rules.UpdateBranch || a.Kind == rules.Enqueue:
 		// A pause in a row is counted until the call succeeds: a refusal
 		// GitHub keeps giving is the author's after rules.MaxRetries.
 	case a.Kind != rules.Wait || !a.Retry:
