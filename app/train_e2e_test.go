@@ -288,6 +288,15 @@ func TestTrainFastForwardRefused(t *testing.T) {
 	if title := h.lastTitle(h.liveQueue()[0].PRSha); !strings.HasPrefix(title, "frozen: mergegate may not push") {
 		t.Errorf("#1's check run says %q", title)
 	}
+	// The operator lets the App push and thaws the queue: the group that
+	// passed lands.
+	h.gh.AllowPush(testRepo, testBase)
+	if code, _, body := h.adminDo("POST", "/thaw", `{"tenant":"`+testTenant+`","repo":"`+testRepo+`","branch":"`+testBase+`","by":"alice","message":"the App may push"}`,
+		map[string]string{"Content-Type": "application/json"}); code != 200 {
+		t.Fatalf("POST /thaw = %d %s", code, body)
+	}
+	h.runCI(10, h.queueEmpty)
+	h.landedOnlyTested(1)
 }
 
 // A pull request that conflicts with the one ahead of it is bounced when
