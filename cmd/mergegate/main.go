@@ -65,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = reconcileCmd(rest, stdout, stderr)
 	case "replay":
 		err = replayCmd(rest, stdout, stderr)
+
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -242,7 +243,8 @@ func migrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := leasedo.Open(ctx, v["db"], leasedo.Options{Sync: v["sync"]})
+	log := zerolog.New(stderr).With().Timestamp().Logger()
+	db, err := leasedo.Open(ctx, v["db"], leasedo.Options{Sync: v["sync"], OnConvert: app.LogConversion(log, v["db"])})
 	if err != nil {
 		return err
 	}
