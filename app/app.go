@@ -202,7 +202,7 @@ func LogConversion(log zerolog.Logger, path string) func(leasedo.Conversion) {
 		switch {
 		case !c.Done:
 			log.Warn().Str("db", path).Int64("bytes", c.Bytes).
-				Msg("rewriting the database once to give free space back from now on (VACUUM); it takes about a second per GB and needs as much free space as the database takes")
+				Msg("rewriting the database once so that free space goes back to the filesystem from now on (VACUUM): it takes about 20 s per GB and needs as much free space as the database takes")
 		case c.Err != nil:
 			log.Error().Err(c.Err).Str("db", path).Int64("took_ms", c.Took.Milliseconds()).Msg("rewriting the database failed; it is as it was")
 		default:
