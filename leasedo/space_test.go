@@ -310,3 +310,48 @@ func applyAllButFail(t *testing.T, s *Store, fail string) int {
 	}
 	return len(res.Done)
 }
+
+// KeptDeliveries (what `mergegate export` writes): one repository's
+// deliveries with their bodies, in arrival order, whatever their state,
+// from since on; not another repository's, not one whose body went.
+func TestKeptDeliveriesInArrivalOrderSince(t *testing.T) {
+	ctx := context.Background()
+	s, clk := openTB(t, Options{})
+	in := s.NewInbox(0)
+	defer in.Close()
+	other := Key{Tenant: key.Tenant, Repo: "octo/other"}
+	at := func(id string, k Key) {
+		d := delivery(id, k, `{"id":"`+id+`"}`)
+		d.ReceivedAt = clk.Now()
+		mustEnqueue(t, in, d)
+		clk.Advance(time.Minute)
+	}
+	at("old-applied", key)
+	applyAll(t, s, key)
+	at("a", key)
+	at("elsewhere", other)
+	at("b", key)
+	clk.Advance(2 * time.Hour)
+	if _, err := s.DropBodies(ctx, clk.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	list := func(since time.Time) string {
+		var ids []string
+		if err := s.KeptDeliveries(ctx, key, since, func(d Delivery) error {
+			if string(d.Body) != `{"id":"`+d.ID+`"}` {
+				t.Errorf("%s: body %q", d.ID, d.Body)
+			}
+			ids = append(ids, d.ID)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(ids)
+	}
+	if got := list(time.Time{}); got != "[a b]" {
+		t.Fatalf("kept: %s, want [a b] (old-applied's body went)", got)
+	}
+	if got := list(t0.Add(3 * time.Minute)); got != "[b]" {
+		t.Fatalf("kept since b arrived: %s, want [b]", got)
+	}
+}
