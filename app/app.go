@@ -41,7 +41,10 @@ type Config struct {
 	CheckTimeout time.Duration
 	RecordDir    string
 	Retention    time.Duration // processed deliveries kept this long (0: 72h)
-	Clock        leasedo.Clock
+	// BodyRetention: the payloads of applied deliveries are kept this long
+	// (0: 24h; at most Retention); their rows, events and audit stay.
+	BodyRetention time.Duration
+	Clock         leasedo.Clock
 
 	// RedeliverBudget is the most redeliveries the sweep asks GitHub for
 	// in one cron pass (redeliver.go); 0 turns the sweep off.
@@ -161,7 +164,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		cfg.Clock = leasedo.SystemClock{}
 	}
 	a := &App{cfg: cfg, log: log, Metrics: NewMetrics()}
-	db, err := leasedo.Open(ctx, cfg.DB, leasedo.Options{Sync: cfg.Sync})
+	db, err := leasedo.Open(ctx, cfg.DB, leasedo.Options{Sync: cfg.Sync, OnConvert: LogConversion(log, cfg.DB)})
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +193,23 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	}
 	a.Metrics.attach(a)
 	return a, nil
+}
+
+// LogConversion logs the one rewrite of a database created before
+// incremental auto-vacuum (leasedo.Conversion), before and after.
+func LogConversion(log zerolog.Logger, path string) func(leasedo.Conversion) {
+	return func(c leasedo.Conversion) {
+		switch {
+		case !c.Done:
+			log.Warn().Str("db", path).Int64("bytes", c.Bytes).
+				Msg("rewriting the database once so that free space goes back to the filesystem from now on (VACUUM): it takes about 20 s per GB and needs as much free space as the database takes")
+		case c.Err != nil:
+			log.Error().Err(c.Err).Str("db", path).Int64("took_ms", c.Took.Milliseconds()).Msg("rewriting the database failed; it is as it was")
+		default:
+			log.Warn().Str("db", path).Int64("bytes_before", c.Bytes).Int64("bytes", c.BytesAfter).
+				Int64("took_ms", c.Took.Milliseconds()).Msg("database rewritten: free pages are given back from now on")
+		}
+	}
 }
 
 // wire builds the engine, the reconciler and the cron over fc (nil: no
@@ -230,6 +250,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	eng = NewEngine(EngineConfig{
 		Store: a.Store, Syncer: syncer, Options: opts,
 		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics, Retention: cfg.Retention,
+		BodyRetention: cfg.BodyRetention,
 		OnTracked: func(keys []leasedo.Key) {
 			for _, k := range keys {
 				a.resyncs.Add(1)

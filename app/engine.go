@@ -29,8 +29,12 @@ type EngineConfig struct {
 	MaxAttempts int
 	// Retention of processed deliveries before they are pruned.
 	Retention time.Duration
+	// BodyRetention of the payloads of applied deliveries, before they
+	// are dropped (their rows stay for Retention); default 24 h, at most
+	// Retention. Pending and failed deliveries keep theirs.
+	BodyRetention time.Duration
 	// PruneEvery is how often they are pruned (default 10 m, or half the
-	// retention when that is shorter).
+	// shorter retention when that is shorter).
 	PruneEvery time.Duration
 	// OnTracked is told of repositories an installation event added, so
 	// they can be resynced at once (the cron's pass for one repository).
@@ -75,8 +79,12 @@ func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Retention <= 0 {
 		cfg.Retention = 72 * time.Hour
 	}
+	if cfg.BodyRetention <= 0 {
+		cfg.BodyRetention = 24 * time.Hour
+	}
+	cfg.BodyRetention = min(cfg.BodyRetention, cfg.Retention)
 	if cfg.PruneEvery <= 0 {
-		cfg.PruneEvery = min(10*time.Minute, max(cfg.Retention/2, time.Second))
+		cfg.PruneEvery = min(10*time.Minute, max(cfg.BodyRetention/2, time.Second))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{
@@ -262,15 +270,38 @@ func (e *Engine) housekeeping() {
 	}
 }
 
-// Prune deletes processed deliveries older than the retention period.
+// Prune deletes processed deliveries older than the retention period and
+// the bodies of those older than the body retention, then gives the space
+// they leave back to the filesystem, a step at a time: each step is one
+// short write on the writer's turn, and the webhooks' commits go first.
 func (e *Engine) Prune(ctx context.Context) {
-	n, err := e.store.Prune(ctx, e.clock.Now().Add(-e.cfg.Retention))
+	start := time.Now()
+	now := e.clock.Now()
+	n, err := e.store.Prune(ctx, now.Add(-e.cfg.Retention))
 	if err != nil {
 		e.log.Error().Err(err).Msg("prune deliveries")
 		return
 	}
-	if n > 0 {
-		e.log.Info().Int64("deleted", n).Msg("pruned processed deliveries")
+	bodies, err := e.store.DropBodies(ctx, now.Add(-e.cfg.BodyRetention))
+	if err != nil {
+		e.log.Error().Err(err).Msg("drop delivery bodies")
+		return
+	}
+	var freed int64
+	for ctx.Err() == nil {
+		pages, more, err := e.store.DB().FreePages(ctx)
+		if err != nil {
+			e.log.Error().Err(err).Msg("give free pages back")
+			return
+		}
+		freed += pages
+		if !more {
+			break
+		}
+	}
+	if n > 0 || bodies > 0 || freed > 0 {
+		e.log.Info().Int64("deleted", n).Int64("bodies_dropped", bodies).Int64("freed_bytes", freed*e.store.DB().PageSize()).
+			Int64("took_ms", time.Since(start).Milliseconds()).Msg("pruned processed deliveries")
 	}
 }
 

@@ -54,6 +54,12 @@ func withoutGitHub(c *Config) { c.AppID, c.PrivateKeyPath = 0, "" }
 
 func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
+	return newHarnessLogging(t, zerolog.DebugLevel, opts...)
+}
+
+// newHarnessLogging is newHarness with its log at level.
+func newHarnessLogging(t *testing.T, level zerolog.Level, opts ...harnessOpt) *harness {
+	t.Helper()
 	clk := leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	gh := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
 	gh.AddRepo(testTenant, testRepo, testBase)
@@ -73,7 +79,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	}
 	logBuf := &testkit.SyncBuffer{}
 	h := &harness{t: t, gh: gh, clock: clk, logBuf: logBuf, cfg: cfg,
-		log: zerolog.New(logBuf).Level(zerolog.DebugLevel)}
+		log: zerolog.New(logBuf).Level(level).With().Timestamp().Logger()}
 	h.start()
 	t.Cleanup(func() {
 		h.stop()

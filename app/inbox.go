@@ -112,24 +112,58 @@ func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 	return p, nil
 }
 
-// applied records, logs and follows up one applied delivery.
+// applied records, logs and follows up one applied delivery. At info a
+// delivery that changed a queue (or an installation) is one line with the
+// keys an operator looks it up by; one that changed nothing (already
+// queued, a check result recorded, ignored) is at debug, where every
+// line also carries its event, action and the queue's length.
 func (e *Engine) applied(p prepared, results []leasedo.Result) {
 	d, t := p.d, p.t
-	e.cfg.Metrics.delivery(d.Event, outcomeOf(t, results), d.ReceivedAt, e.clock.Now())
-	ev := p.log.Info()
-	if len(t.Events) > 0 {
-		ev = ev.Int("pr", t.Events[0].PRNumber).Str("sha", t.Events[0].Details.Sha)
+	outcome := outcomeOf(t, results)
+	e.cfg.Metrics.delivery(d.Event, outcome, d.ReceivedAt, e.clock.Now())
+	level := zerolog.DebugLevel
+	if changesQueue(outcome) {
+		level = zerolog.InfoLevel
 	}
-	for _, r := range results {
-		ev = ev.Str("result", r.Result).Int("queue_length", r.QueueLength)
+	if ev := e.log.WithLevel(level); ev.Enabled() {
+		ev = ev.Str("delivery", d.ID)
+		for _, kv := range [...][2]string{{"tenant", d.Tenant}, {"repo", d.Repo}} {
+			if kv[1] != "" {
+				ev = ev.Str(kv[0], kv[1])
+			}
+		}
+		if len(t.Events) > 0 {
+			ev = ev.Int("pr", t.Events[0].PRNumber).Str("sha", t.Events[0].Details.Sha)
+		}
+		ev = ev.Str("result", outcome)
+		if t.Ignored != "" {
+			ev = ev.Str("reason", t.Ignored)
+		}
+		if level == zerolog.DebugLevel {
+			ev = ev.Str("event", d.Event)
+			if d.Action != "" {
+				ev = ev.Str("action", d.Action)
+			}
+			if len(results) > 0 {
+				ev = ev.Int("queue_length", results[0].QueueLength)
+			}
+		}
+		ev.Msg("delivery applied")
 	}
-	if t.Ignored != "" {
-		ev = ev.Str("result", leasedo.ResultIgnored).Str("reason", t.Ignored)
-	}
-	ev.Msg("delivery applied")
 	if len(p.tracked) > 0 && e.cfg.OnTracked != nil {
 		e.cfg.OnTracked(p.tracked)
 	}
+}
+
+// changesQueue: an outcome that changed a queue or what is tracked, said
+// at info; the others (nothing to do, a check result recorded for the next
+// sync, which logs what it decides) at debug.
+func changesQueue(outcome string) bool {
+	switch outcome {
+	case leasedo.ResultAlreadyQueued, leasedo.ResultGateRecorded, leasedo.ResultIgnored, "applied":
+		return false
+	}
+	return true
 }
 
 // installBatch turns an installation change into tracking changes and

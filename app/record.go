@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mergegate/mergegate/leasedo"
 )
@@ -114,4 +116,30 @@ func safeName(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// Export writes k's stored deliveries whose bodies are still kept (the
+// body retention), received at or after since, into dir as `serve
+// --record` would have recorded them, in arrival order: a scenario for
+// `mergegate replay`. Only the event and delivery id headers are written,
+// as a recording holds them; no signature or secret is stored to begin
+// with. dir is created; one that holds files is refused, so that two
+// exports never mix. It returns how many deliveries it wrote.
+func Export(ctx context.Context, store *leasedo.Store, k leasedo.Key, since time.Time, dir string) (int, error) {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return 0, fmt.Errorf("--out %s holds files already: export into a new or empty folder", dir)
+	}
+	r, err := NewRecorder(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = store.KeptDeliveries(ctx, k, since, func(d leasedo.Delivery) error {
+		if err := r.Record(d); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
 }

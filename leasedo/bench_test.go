@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Benchmarks run with sync=normal (the default: WAL, no fsync per commit)
@@ -151,4 +152,40 @@ func BenchmarkDrain(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkFreePagesStep: how long one FreePages step holds the writer
+// (what a delivery's commit may wait behind it), with the free pages
+// scattered among live ones as a prune leaves them, so that the step
+// moves pages as well as truncating the file.
+func BenchmarkFreePagesStep(b *testing.B) {
+	s, _ := openTB(b, Options{})
+	db := s.db
+	var steps int
+	var held time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := db.w.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4000)
+			INSERT INTO delivery_bodies (body) SELECT randomblob(3200) FROM n`); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.w.Exec(`DELETE FROM delivery_bodies WHERE seq % 4 != 0`); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for {
+			start := time.Now()
+			_, more, err := db.FreePages(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			held += time.Since(start)
+			steps++
+			if !more {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(held.Microseconds())/float64(steps), "µs/step")
+	b.ReportMetric(float64(steps)/float64(b.N), "steps/op")
 }

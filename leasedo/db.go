@@ -166,6 +166,10 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadOnly opens without migrating or writing (for inspection tools).
 	ReadOnly bool
+	// OnConvert is told before and after Open rewrites a database created
+	// without incremental auto-vacuum (once per database: Conversion);
+	// nil: not told.
+	OnConvert func(Conversion)
 }
 
 // Open opens (creating if needed) the SQLite file at path and applies the
@@ -197,6 +201,10 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	// of deliveries, events, queue, audit): with 16 KiB pages that would
 	// be 300 KB of WAL per delivery, copied back again by the checkpoints.
 	q.Add("_pragma", "page_size(4096)")
+	// Incremental auto-vacuum, likewise before the first table: free
+	// pages can then be given back to the filesystem (space.go). An
+	// older database is converted once, below.
+	q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -240,6 +248,10 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	if _, _, err := migrations.Apply(ctx, w); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	if err := db.convertAutoVacuum(ctx, opt.OnConvert); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	if err := w.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&db.pageSize); err != nil {
 		db.Close()

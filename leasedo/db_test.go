@@ -132,6 +132,7 @@ func TestHotQueriesUseAnIndex(t *testing.T) {
 		"DeliveryCounts":      deliveryCountsSQL,
 		"PendingKeys":         pendingKeysSQL,
 		"Prune":               pruneBatchSQL,
+		"DropBodies":          dropBodiesBatchSQL,
 		"Deliveries(pending)": `SELECT d.seq FROM deliveries d ` + pending,
 		"Deliveries(failed)":  `SELECT d.seq FROM deliveries d ` + failed,
 	} {
@@ -226,7 +227,11 @@ func walLength(t *testing.T, db *DB) int64 {
 // AUTOINCREMENT) and no index entry under a state no query reads (the
 // partial indexes on deliveries). A commit writes each page it touched to
 // the WAL whole, and a checkpoint copies it again: under load those
-// writes are most of what the disk does (migration 0004).
+// writes are most of what the disk does (migration 0004). With incremental
+// auto-vacuum a commit that takes a page (from the file's end or the
+// freelist) also writes the pointer-map page that records its parent:
+// about one page more to store a delivery alone (fewer per delivery in a
+// group commit).
 func TestCommitsWriteFewPages(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTB(t, Options{})
@@ -275,8 +280,8 @@ func TestCommitsWriteFewPages(t *testing.T) {
 	stored := float64(storing) / float64(rounds*len(keys))
 	applied := float64(applying) / float64(rounds*len(keys))
 	t.Logf("pages written per delivery: %.1f to store it, %.1f to apply it", stored, applied)
-	if stored > 7 || applied > 6.5 {
-		t.Errorf("pages written per delivery: %.1f to store (want at most 7), %.1f to apply (want at most 6.5)", stored, applied)
+	if stored > 8 || applied > 6.5 {
+		t.Errorf("pages written per delivery: %.1f to store (want at most 8), %.1f to apply (want at most 6.5)", stored, applied)
 	}
 }
 

@@ -2,6 +2,7 @@ package leasedo
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -396,6 +397,125 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 		total += n
 		if err != nil || n < 1000 {
 			return total, err
+		}
+	}
+}
+
+// dropBodiesBatchSQL picks the next applied deliveries whose bodies may go,
+// in the order they were applied, after the cursor (processed_at, seq):
+// a range of the deliveries_processed index, read in its own order.
+const dropBodiesBatchSQL = `SELECT seq, processed_at FROM deliveries
+	WHERE state = 'done' AND processed_at < ? AND processed_at >= ? AND NOT (processed_at = ? AND seq <= ?)
+	ORDER BY processed_at, seq LIMIT 1000`
+
+// firstBodySQL: where DropBodies starts after a start of the process, the
+// oldest applied delivery whose body is still kept (by arrival; bodies go
+// in about that order).
+const firstBodySQL = `SELECT d.processed_at, d.seq FROM delivery_bodies b CROSS JOIN deliveries d ON d.seq = b.seq
+	WHERE d.state = 'done' ORDER BY b.seq LIMIT 1`
+
+// DropBodies deletes the bodies of deliveries applied before before, in
+// short batches; their rows stay (until Prune), and so do their queue
+// events and audit. Pending and failed deliveries keep their bodies: they
+// are still to be applied. It goes through the applied deliveries in the
+// order they were applied, each one once while the process runs; after a
+// start it begins at the oldest applied delivery that still has a body.
+func (s *Store) DropBodies(ctx context.Context, before time.Time) (int64, error) {
+	s.bodies.Lock()
+	defer s.bodies.Unlock()
+	if !s.bodies.set {
+		var at, seq sql.NullInt64
+		err := s.db.r.QueryRowContext(ctx, firstBodySQL).Scan(&at, &seq)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // no body is kept before the cutoff
+			s.bodies.at, s.bodies.seq = before.UnixMilli()-1, 0
+		case err != nil:
+			return 0, fmt.Errorf("drop delivery bodies: %w", err)
+		default:
+			// A delivery applied late (after retries) may have gone
+			// before one that arrived earlier: start an hour before.
+			s.bodies.at, s.bodies.seq = at.Int64-time.Hour.Milliseconds(), 0
+		}
+		s.bodies.set = true
+	}
+	cutoff := before.UnixMilli()
+	var total int64
+	for {
+		var n, rows, at, seq int64
+		err := s.db.write(ctx, func(tx *wtx) error {
+			n, rows, at, seq = 0, 0, s.bodies.at, s.bodies.seq
+			res, err := tx.QueryContext(ctx, dropBodiesBatchSQL, cutoff, at, at, seq)
+			if err != nil {
+				return fmt.Errorf("drop delivery bodies: %w", err)
+			}
+			var seqs []any
+			for res.Next() {
+				if err := res.Scan(&seq, &at); err != nil {
+					res.Close()
+					return fmt.Errorf("drop delivery bodies: %w", err)
+				}
+				seqs = append(seqs, seq)
+			}
+			res.Close()
+			if err := res.Err(); err != nil {
+				return fmt.Errorf("drop delivery bodies: %w", err)
+			}
+			rows = int64(len(seqs))
+			if rows == 0 {
+				return nil
+			}
+			r, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE seq IN (SELECT value FROM json_each(?))`, jsonInts(seqs))
+			if err != nil {
+				return fmt.Errorf("drop delivery bodies: %w", err)
+			}
+			n, _ = r.RowsAffected()
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		s.bodies.at, s.bodies.seq = at, seq
+		total += n
+		if rows < 1000 {
+			return total, nil
+		}
+	}
+}
+
+// jsonInts is seqs as a JSON array, one parameter for an IN list.
+func jsonInts(seqs []any) string {
+	b := make([]byte, 0, 8*len(seqs)+2)
+	b = append(b, '[')
+	for i, v := range seqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%d", v)
+	}
+	return string(append(b, ']'))
+}
+
+// KeptDeliveries calls fn with each delivery of k received at or after
+// since whose body is still kept, with its body, in arrival order (any
+// state): what `mergegate export` writes out. It reads in batches of 500,
+// each its own read.
+func (s *Store) KeptDeliveries(ctx context.Context, k Key, since time.Time, fn func(Delivery) error) error {
+	var after int64
+	for {
+		ds, err := s.deliveries(ctx, true, `JOIN delivery_bodies kept ON kept.seq = d.seq
+			WHERE d.tenant = ? AND d.repo = ? AND d.received_at >= ? AND d.seq > ? ORDER BY d.seq LIMIT 500`,
+			k.Tenant, k.Repo, since.UnixMilli(), after)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if err := fn(d); err != nil {
+				return err
+			}
+			after = d.Seq
+		}
+		if len(ds) < 500 {
+			return nil
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,13 @@ type Store struct {
 
 	// beforeApply, when set (tests), runs inside Apply before routing.
 	beforeApply func(Event)
+
+	// bodies is how far DropBodies got (inbox.go).
+	bodies struct {
+		sync.Mutex
+		set     bool
+		at, seq int64 // the last (processed_at, seq) it went past
+	}
 }
 
 // NewStore returns a Store over db. Zero durations take the defaults.

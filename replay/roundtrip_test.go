@@ -32,14 +32,15 @@ type liveApp struct {
 	clk    *leasedo.ManualClock
 	url    string
 	record string
+	db     string
 }
 
 func startLiveApp(t *testing.T, withGitHub bool) *liveApp {
 	t.Helper()
 	dir := t.TempDir()
-	l := &liveApp{t: t, clk: leasedo.NewManualClock(replayEpoch), record: filepath.Join(dir, "recorded")}
+	l := &liveApp{t: t, clk: leasedo.NewManualClock(replayEpoch), record: filepath.Join(dir, "recorded"), db: filepath.Join(dir, "mergegate.db")}
 	cfg := app.Config{
-		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DB: filepath.Join(dir, "mergegate.db"),
+		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DB: l.db,
 		WebhookSecret: roundTripSecret, ReconcileEvery: time.Hour, LeaseTTL: 30 * time.Second, LeaseDead: 90 * time.Second,
 		TriggerLabel: "automerge", AutoMerge: true, MergeMethod: "merge", RecordDir: l.record,
 		// Time is the deliveries', as in an offline replay; retries are due at once.

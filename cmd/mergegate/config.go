@@ -40,6 +40,7 @@ var serveSettings = []setting{
 	{"check-timeout", "MERGEGATE_CHECK_TIMEOUT", "1h", "a queued PR whose required checks have not concluded this long after its push is bounced; 0 waits forever"},
 	{"record", "MERGEGATE_RECORD", "", "write every accepted delivery into this folder (for replay)"},
 	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
+	{"body-retention", "MERGEGATE_BODY_RETENTION", "24h", "how long the payloads of applied deliveries are kept (their rows, events and audit stay for --retention; at most --retention)"},
 	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", strconv.Itoa(app.DefaultRedeliverBudget), "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
@@ -252,6 +253,10 @@ func (v values) parseAppConfig() (app.Config, error) {
 	c.LeaseTTL = dur("lease-ttl")
 	c.LeaseDead = dur("lease-dead")
 	c.Retention = dur("retention")
+	c.BodyRetention = dur("body-retention")
+	if err == nil && c.BodyRetention <= 0 {
+		err = fmt.Errorf("--body-retention %q: want a positive duration like 24h", v["body-retention"])
+	}
 	c.CheckTimeout = dur("check-timeout")
 	if c.CheckTimeout == 0 && err == nil {
 		c.CheckTimeout = -1 // 0 on the command line: never (0 in Config is the default)

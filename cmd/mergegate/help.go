@@ -31,6 +31,12 @@ var commandHelp = map[string]struct{ synopsis, about string }{
 		"Copy the database --db, which must exist, to --to while mergegate runs (a\n" +
 			"consistent snapshot), with its credentials file beside it, and check the\n" +
 			"copy's integrity and schema version."},
+	"export": {"export --db FILE --tenant T --repo R [--since DURATION] --out DIR",
+		"Write the deliveries of one repository stored in --db whose payloads are\n" +
+			"still kept (--body-retention) into --out, a new or empty folder, as serve\n" +
+			"--record writes them, in arrival order: mergegate replay --offline DIR\n" +
+			"replays them. No signature or secret is written. --db may be in use by a\n" +
+			"running mergegate."},
 	"version": {"version", "Print the version, the commit and the schema version this binary expects."},
 	"help":    {"help [COMMAND]", "Print the list of commands, or one command's help."},
 }

@@ -37,6 +37,7 @@ Usage:
   mergegate reconcile --tenant T --repo R      run the cron's pass for one repository now (by the running server, if one answers)
   mergegate migrate [--db FILE]                apply database migrations and exit
   mergegate backup --db FILE --to COPY         copy the database (and credentials) while it runs
+  mergegate export --db FILE --tenant T --repo R --out DIR   write a repository's stored deliveries as a recording for replay
   mergegate version                            print version, commit and schema version
   mergegate help [COMMAND]                     this text, or a command's flags
 
@@ -65,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = reconcileCmd(rest, stdout, stderr)
 	case "replay":
 		err = replayCmd(rest, stdout, stderr)
+	case "export":
+		err = exportCmd(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -242,7 +245,8 @@ func migrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := leasedo.Open(ctx, v["db"], leasedo.Options{Sync: v["sync"]})
+	log := zerolog.New(stderr).With().Timestamp().Logger()
+	db, err := leasedo.Open(ctx, v["db"], leasedo.Options{Sync: v["sync"], OnConvert: app.LogConversion(log, v["db"])})
 	if err != nil {
 		return err
 	}

@@ -235,3 +235,68 @@ func TestBinaryRecordReplayRoundTrip(t *testing.T) {
 		t.Fatalf("offline replay of the recording:\n%s\nwant expected.golden:\n%s", out, want)
 	}
 }
+
+// The round trip of `mergegate export` with the real binary: serve
+// without --record, a scenario replayed to it, stop; export the
+// repository's stored deliveries from the database and replay that folder
+// offline: the scenario's golden state. An export never overwrites a
+// folder, names what it wants, and says when nothing is kept.
+func TestBinaryExportReplayRoundTrip(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "m.db")
+	s := startServer(t, db)
+	scenario := filepath.Join(scenarios, "pr-behind-base")
+	bin := func(args ...string) (string, string, int) {
+		cmd := exec.Command(binPath, args...)
+		cmd.Env = testkit.CleanEnv()
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if err != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		return out.String(), errb.String(), code
+	}
+	out, errs, code := bin("replay", "--url", s.Pub+"/webhook", "--webhook-secret", e2eSecret, "--as-fast-as-possible", scenario)
+	if code != 0 || !strings.Contains(out, "5 sent, 0 refused, 0 skipped") {
+		t.Fatalf("online replay: exit %d\n%s%s", code, out, errs)
+	}
+	if s.Stop(t) != 0 {
+		t.Fatalf("serve did not stop cleanly:\n%s", s.Log())
+	}
+	dir := filepath.Join(t.TempDir(), "exported")
+	out, errs, code = bin("export", "--db", db, "--tenant", "1", "--repo", "Codertocat/Hello-World", "--out", dir)
+	if code != 0 || !strings.Contains(out, "5 deliveries of 1:Codertocat/Hello-World written to "+dir) {
+		t.Fatalf("export: exit %d\n%s%s", code, out, errs)
+	}
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		b, _ := os.ReadFile(filepath.Join(dir, f.Name()))
+		if bytes.Contains(b, []byte(e2eSecret)) || bytes.Contains(b, []byte("Signature")) {
+			t.Fatalf("%s holds the secret or a signature:\n%s", f.Name(), b)
+		}
+	}
+	out, errs, code = bin("replay", "--offline", "--strict", dir, filepath.Join(scenario, "scenario.json"))
+	if code != 0 {
+		t.Fatalf("offline replay of the export: exit %d\n%s", code, errs)
+	}
+	if want := golden(t, "pr-behind-base"); out != want {
+		t.Fatalf("offline replay of the export:\n%s\nwant expected.golden:\n%s", out, want)
+	}
+
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--tenant", "1", "--repo", "Codertocat/Hello-World", "--out", dir}, 1, "holds files already"},
+		{[]string{"--tenant", "1", "--repo", "octo/none", "--out", filepath.Join(t.TempDir(), "x")}, 1, "no delivery of 1:octo/none"},
+		{[]string{"--tenant", "1", "--out", filepath.Join(t.TempDir(), "y")}, 2, "--tenant, --repo and --out are required"},
+		{[]string{"--tenant", "1", "--repo", "a/b", "--since", "soon", "--out", filepath.Join(t.TempDir(), "z")}, 2, `--since "soon"`},
+	} {
+		_, errs, code := bin(append([]string{"export", "--db", db}, c.args...)...)
+		if code != c.code || !strings.Contains(errs, c.says) {
+			t.Errorf("export %v: exit %d, %q; want %d saying %q", c.args, code, errs, c.code, c.says)
+		}
+	}
+}
