@@ -58,7 +58,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 }
 
 // newHarnessLogging is newHarness with its log at level.
-func newHarnessLogging(t *testing.T, level zerolog.Level, opts ...harnessOpt) *harness {
+func newHarnessLogging(t testing.TB, level zerolog.Level, opts ...harnessOpt) *harness {
 	t.Helper()
 	clk := leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	gh := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
