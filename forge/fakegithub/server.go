@@ -54,7 +54,7 @@ type Options struct {
 	AppID      int64           // default 4242
 	PrivateKey *rsa.PrivateKey // default: a key generated once per process
 	Clock      func() time.Time
-	RateLimit  int // per installation per hour, default 5000
+	RateLimit  int // per installation per hour; default GitHub's: 5,000, 50 more per repository past 20, at most 12,500
 	// MergeableUnknownReads is how many GET /pulls/{n} answer "mergeable":
 	// null, "mergeable_state": "unknown" after the PR's base branch moved
 	// (a merge into it, SetBaseHead) or its head changed: GitHub computes
@@ -90,6 +90,7 @@ type Server struct {
 	clock         func() time.Time
 	latency       time.Duration
 	rateLimit     int
+	rateByRepos   bool // the quota grows with the installation's repositories, as GitHub's does
 	nextID        int64
 	tokens        map[string]*token
 	tenants       map[string]*tenant
@@ -136,7 +137,8 @@ func NewWithOptions(t TB, o Options) *Server {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	if o.RateLimit <= 0 {
+	byRepos := o.RateLimit <= 0
+	if byRepos {
 		o.RateLimit = 5000
 	}
 	switch {
@@ -159,6 +161,7 @@ func NewWithOptions(t TB, o Options) *Server {
 
 		clock:         o.Clock,
 		rateLimit:     o.RateLimit,
+		rateByRepos:   byRepos,
 		nextID:        1000,
 		tokens:        map[string]*token{},
 		tenants:       map[string]*tenant{},
@@ -451,8 +454,25 @@ func (s *Server) rate(id string) *tenant {
 	}
 	if now := s.now(); t.reset.IsZero() || !now.Before(t.reset) {
 		t.used, t.reset = 0, now.Add(time.Hour)
+		if s.rateByRepos {
+			t.limit = s.installationLimit(id)
+		}
 	}
 	return t
+}
+
+// installationLimit is GitHub's hourly quota of an installation: 5,000
+// requests, 50 more for each repository past 20, at most 12,500 ("Rate
+// limits for GitHub Apps": installation access tokens; the 50 per user
+// past 20 of an organisation is not modelled).
+func (s *Server) installationLimit(id string) int {
+	repos := 0
+	for _, rp := range s.repos {
+		if rp.tenant == id {
+			repos++
+		}
+	}
+	return min(5000+50*max(repos-20, 0), 12500)
 }
 
 func (s *Server) rateHeaders(h http.Header, tenant string) {

@@ -3,6 +3,7 @@ package fakegithub_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -139,6 +140,33 @@ func TestAuthentication(t *testing.T) {
 	}
 	if n := s.TokensIssued(); n != 1 {
 		t.Errorf("tokens issued = %d", n)
+	}
+}
+
+// An installation's quota grows with its repositories, as GitHub's does:
+// 5,000 an hour, 50 more for each repository past 20, at most 12,500.
+func TestInstallationQuotaGrowsWithRepositories(t *testing.T) {
+	s := fakegithub.New(t)
+	for i, want := range map[int]int{1: 5000, 20: 5000, 21: 5050, 100: 9000, 150: 11500, 300: 12500} {
+		s := fakegithub.New(t)
+		tn := fmt.Sprintf("t%d", i)
+		for r := 0; r < i; r++ {
+			s.AddRepo(tn, fmt.Sprintf("o/r%d", r), "main")
+		}
+		if got := s.RateLimitRemaining(tn); got != want {
+			t.Errorf("%d repositories: quota %d, want %d", i, got, want)
+		}
+	}
+	// A repository added once the window is open counts at once.
+	s.AddRepo("late", "o/first", "main")
+	if got := s.RateLimitRemaining("late"); got != 5000 {
+		t.Fatalf("quota %d", got)
+	}
+	for r := 0; r < 30; r++ {
+		s.AddRepo("late", fmt.Sprintf("o/more%d", r), "main")
+	}
+	if got := s.RateLimitRemaining("late"); got != 5550 {
+		t.Errorf("31 repositories: quota %d, want 5550", got)
 	}
 }
 

@@ -202,6 +202,9 @@ func (s *Server) AddRepo(tenant, fullName, defaultBranch string) {
 		suiteAt:       map[int64]time.Time{},
 	}
 	s.repos[fullName].git.history[defaultBranch] = []string{root}
+	if t := s.tenants[tenant]; t != nil && s.rateByRepos {
+		t.limit = s.installationLimit(tenant)
+	}
 }
 
 // AddPR adds (or replaces) a pull request; see PR for defaults. It returns
