@@ -168,7 +168,7 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 	}
 	var live, bounced int
 	err := tx.QueryRowContext(ctx, `SELECT
-			coalesce(sum(status != 'bounced'), 0), coalesce(sum(status = 'bounced'), 0)
+			count(*) FILTER (WHERE status != 'bounced'), count(*) FILTER (WHERE status = 'bounced')
 		FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, k.Tenant, k.Repo, pr).Scan(&live, &bounced)
 	if err != nil {
 		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
