@@ -170,3 +170,44 @@ func TestFenceGrowsAfterForgetAndTrack(t *testing.T) {
 		}
 	})
 }
+
+// On PostgreSQL a Store given no clock (or the system clock, as serve
+// does) judges leases on the database server's clock: the offset to it
+// is measured, and a wrong one is put right by the next measurement.
+func TestLeaseJudgedOnTheDatabasesClock(t *testing.T) {
+	onBackends(t, func(t *testing.T) {
+		db := openDB(t, Options{})
+		s := NewStore(db, Config{Clock: SystemClock{}})
+		c, ok := s.clock.(*dbClock)
+		if !db.pg {
+			if ok || db.clock != nil {
+				t.Fatalf("SQLite store on a database clock: %T", s.clock)
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("PostgreSQL store's clock is %T, want the server's", s.clock)
+		}
+		c.offset.Store(int64(time.Hour)) // as if this replica's clock were an hour behind the server's
+		if d := s.now().Sub(time.Now()); d < 59*time.Minute {
+			t.Fatalf("clock with an offset of 1h reads %s from the system clock", d)
+		}
+		if err := c.measure(context.Background(), db); err != nil {
+			t.Fatal(err)
+		}
+		var serverUS int64
+		if err := db.r.QueryRow(`SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&serverUS); err != nil {
+			t.Fatal(err)
+		}
+		if d := s.now().Sub(time.UnixMicro(serverUS)); d < -time.Second || d > time.Second {
+			t.Fatalf("after measuring, the store's clock is %s from the server's", d)
+		}
+		l, err := s.Acquire(context.Background(), key, "worker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if age := time.UnixMicro(serverUS).Sub(l.Acquired); age < -time.Second || age > time.Second {
+			t.Fatalf("lease taken at %s, %s from the server's clock", l.Acquired, age)
+		}
+	})
+}

@@ -32,6 +32,7 @@ type DB struct {
 	path     string // the file; for PostgreSQL, the server and database, without password
 	pg       bool
 	pool     *pgxpool.Pool // PostgreSQL only
+	clock    *dbClock      // PostgreSQL only: the server's clock (dbclock.go)
 	w        *conn
 	r        *conn
 	ckpt     *sql.DB // background WAL checkpoints, off the writer's path
@@ -431,6 +432,7 @@ func (db *DB) Close() error {
 	}
 	db.stmts.close()
 	if db.pg {
+		db.stopClock()
 		err := db.w.Close()
 		db.pool.Close()
 		if err != nil {

@@ -64,6 +64,10 @@ func openPostgres(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	}
 	sdb := stdlib.OpenDBFromPool(pool)
 	db := &DB{pg: true, pool: pool, path: describeDSN(cfg), w: &conn{DB: sdb, pg: true}, r: &conn{DB: sdb, pg: true}, pageSize: 8192}
+	if err := db.startDBClock(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: read its clock: %w", db.path, err)
+	}
 	if opt.ReadOnly {
 		return db, nil
 	}

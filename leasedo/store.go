@@ -38,10 +38,17 @@ type Store struct {
 }
 
 // NewStore returns a Store over db. Zero durations take the defaults.
+//
+// A nil Clock or the system clock is, on PostgreSQL, the database
+// server's clock (dbClock): leases are judged on the one clock every
+// replica reads. A test's clock (any other) is used as given.
 func NewStore(db *DB, cfg Config) *Store {
 	s := &Store{db: db, clock: cfg.Clock, ttl: cfg.TTL, dead: cfg.Dead}
-	if s.clock == nil {
+	if _, system := s.clock.(SystemClock); s.clock == nil || system {
 		s.clock = SystemClock{}
+		if db.clock != nil {
+			s.clock = db.clock
+		}
 	}
 	if s.ttl <= 0 {
 		s.ttl = 30 * time.Second
