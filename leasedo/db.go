@@ -79,9 +79,9 @@ func (db *DB) noteWrite(err error) {
 // cannot be written: full, read-only, an I/O error, a file it cannot open,
 // or a damaged file.
 //
-// On PostgreSQL it is the server or the way to it failing (isPostgresFault).
+// On PostgreSQL it is the server or the way to it failing (isPostgresStorageError).
 func IsStorageError(err error) bool {
-	if isPostgresFault(err) {
+	if isPostgresStorageError(err) {
 		return true
 	}
 	var se *sqlite.Error

@@ -219,6 +219,18 @@ func isIdentByte(c byte) bool {
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
+// isPostgresStorageError reports whether err says the PostgreSQL database
+// cannot be written now: the server unreachable or the connection lost,
+// out of space or memory, shutting down, I/O, a read-only standby. A
+// conflict to retry or a cancelled statement says nothing about that.
+func isPostgresStorageError(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code != "57014" && pe.Code[:2] != "40" && isPostgresFault(err)
+	}
+	return isPostgresFault(err)
+}
+
 // isPostgresFault reports whether err is PostgreSQL, or the way to it,
 // failing rather than the statement: a lost or refused connection, the
 // server out of space or memory, shutting down, a read-only standby, a
