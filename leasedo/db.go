@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mergegate/mergegate/migrations"
 	"modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -22,10 +23,18 @@ import (
 // transactions begin IMMEDIATE (a write never fails with SQLITE_BUSY on a
 // read-to-write upgrade; other processes wait on the busy timeout), and a
 // small pool of read connections that see WAL snapshots.
+//
+// Or it is a PostgreSQL database (Open with a postgres:// URL): w and r
+// are then the same pool of connections (pgxpool), the SQLite-only parts
+// (checkpointer, auto-vacuum, PRAGMAs) are off, and statements are
+// rebound for PostgreSQL (dialect.go).
 type DB struct {
-	path     string
-	w        *sql.DB
-	r        *sql.DB
+	path     string // the file; for PostgreSQL, the server and database, without password
+	pg       bool
+	pool     *pgxpool.Pool // PostgreSQL only
+	clock    *dbClock      // PostgreSQL only: the server's clock (dbclock.go)
+	w        *conn
+	r        *conn
 	ckpt     *sql.DB // background WAL checkpoints, off the writer's path
 	pageSize int64   // set at Open, read by the checkpointer
 	walLimit int64   // walRestartBytes; smaller in tests
@@ -69,7 +78,12 @@ func (db *DB) noteWrite(err error) {
 // IsStorageError reports whether err is SQLite saying that the database
 // cannot be written: full, read-only, an I/O error, a file it cannot open,
 // or a damaged file.
+//
+// On PostgreSQL it is the server or the way to it failing (isPostgresStorageError).
 func IsStorageError(err error) bool {
+	if isPostgresStorageError(err) {
+		return true
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false
@@ -174,9 +188,17 @@ type Options struct {
 
 // Open opens (creating if needed) the SQLite file at path and applies the
 // embedded migrations. A database newer than this binary is refused.
+//
+// A path that is a PostgreSQL connection string (IsPostgresURL: a
+// postgres:// URL or libpq's key=value form) opens that database instead,
+// and applies the postgres/ migrations; Sync and BusyTimeout do not apply
+// to it.
 func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("open database: empty path")
+	}
+	if IsPostgresURL(path) {
+		return openPostgres(ctx, path, opt)
 	}
 	sync := strings.ToUpper(opt.Sync)
 	if sync == "" {
@@ -241,7 +263,7 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 
-	db := &DB{path: path, w: w, r: r, stmts: newStmtCache(), walLimit: walRestartBytes}
+	db := &DB{path: path, w: &conn{DB: w}, r: &conn{DB: r}, stmts: newStmtCache(), walLimit: walRestartBytes}
 	if opt.ReadOnly {
 		return db, nil
 	}
@@ -358,12 +380,32 @@ func pingRetryBusy(ctx context.Context, w *sql.DB, busy time.Duration) error {
 	}
 }
 
-// Path is the database file.
-func (db *DB) Path() string { return db.path }
+// Path is the database file. For PostgreSQL it is "": there is no file
+// of ours (Describe names the database).
+func (db *DB) Path() string {
+	if db.pg {
+		return ""
+	}
+	return db.path
+}
+
+// Describe names the database for messages: the file, or the PostgreSQL
+// server and database (without a password).
+func (db *DB) Describe() string { return db.path }
 
 // Size is what the database takes on disk: its file and its WAL (the
-// -shm index is a few pages and is left out).
+// -shm index is a few pages and is left out). For PostgreSQL, the size of
+// the database (pg_database_size).
 func (db *DB) Size() (int64, error) {
+	if db.pg {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var n int64
+		if err := db.r.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n); err != nil {
+			return 0, fmt.Errorf("database size: %w", err)
+		}
+		return n, nil
+	}
 	var n int64
 	for _, p := range []string{db.path, db.path + "-wal"} {
 		fi, err := os.Stat(p)
@@ -389,6 +431,15 @@ func (db *DB) Close() error {
 		db.ckpt = nil
 	}
 	db.stmts.close()
+	if db.pg {
+		db.stopClock()
+		err := db.w.Close()
+		db.pool.Close()
+		if err != nil {
+			return fmt.Errorf("close database: %w", err)
+		}
+		return nil
+	}
 	errR := db.r.Close()
 	errW := db.w.Close()
 	if errW != nil {
@@ -411,7 +462,10 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // SchemaVersion reports the schema version recorded in the database.
 func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
-	return migrations.Version(ctx, db.r)
+	if db.pg {
+		return migrations.VersionPostgres(ctx, db.r.DB)
+	}
+	return migrations.Version(ctx, db.r.DB)
 }
 
 // LimitPages caps the database at its current size plus pages pages
@@ -420,6 +474,9 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 // cap. For fault tests: as root, a read-only file or folder does not stop
 // writes, and a full filesystem needs a mount.
 func (db *DB) LimitPages(ctx context.Context, pages int) error {
+	if db.pg {
+		return errors.New("limit pages: SQLite only")
+	}
 	return db.write(ctx, func(tx *wtx) error {
 		limit := int64(4294967294) // SQLite's default maximum
 		if pages >= 0 {
@@ -437,7 +494,16 @@ func (db *DB) LimitPages(ctx context.Context, pages int) error {
 }
 
 // IntegrityCheck runs PRAGMA integrity_check and returns its first line.
+//
+// On PostgreSQL the server keeps its own checks (data checksums,
+// amcheck): it answers "ok" once the database answers.
 func (db *DB) IntegrityCheck(ctx context.Context) (string, error) {
+	if db.pg {
+		if err := db.Ping(ctx); err != nil {
+			return "", fmt.Errorf("integrity check: %w", err)
+		}
+		return "ok", nil
+	}
 	var s string
 	if err := db.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&s); err != nil {
 		return "", fmt.Errorf("integrity check: %w", err)
@@ -462,14 +528,27 @@ func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) erro
 	}
 	defer db.turns.release()
 	if db.stmts.pending() {
-		db.stmts.warm(ctx, db.w) // the writer is free: no transaction is open
+		db.stmts.warm(ctx, db.w.DB) // the writer is free: no transaction is open
 	}
-	sqlTx, err := db.w.BeginTx(context.WithoutCancel(ctx), nil) // see wtx
-	if err != nil {
-		db.noteWrite(err)
-		return fmt.Errorf("begin write: %w", err)
+	var tx *wtx
+	if db.pg {
+		// PostgreSQL: READ COMMITTED, the caller's context (pgx prepares
+		// and caches the statements itself). A lease row's writes lock
+		// it until the commit: the fencing of lease.go.
+		sqlTx, err := db.w.BeginTx(ctx, nil)
+		if err != nil {
+			db.noteWrite(err)
+			return fmt.Errorf("begin write: %w", err)
+		}
+		tx = &wtx{Tx: sqlTx, pg: true}
+	} else {
+		sqlTx, err := db.w.BeginTx(context.WithoutCancel(ctx), nil) // see wtx
+		if err != nil {
+			db.noteWrite(err)
+			return fmt.Errorf("begin write: %w", err)
+		}
+		tx = &wtx{Tx: sqlTx, stmts: db.stmts}
 	}
-	tx := &wtx{Tx: sqlTx, stmts: db.stmts}
 	// Deferred, so a panic in fn rolls back too and frees the writer.
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if err := fn(tx); err != nil {
@@ -521,5 +600,5 @@ func (db *DB) read(ctx context.Context, fn func(tx *wtx) error) error {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck
-	return fn(&wtx{Tx: tx})
+	return fn(&wtx{Tx: tx, pg: db.pg})
 }

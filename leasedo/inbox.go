@@ -108,19 +108,13 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 		for _, r := range batch {
 			d := r.d
 			r.dup = false // this may be a second run (DB.writeInTurn)
-			res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
-				VALUES (?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`,
-				d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.ReceivedAt.UnixMilli())
+			seq, dup, err := insertDelivery(ctx, tx, d)
 			if err != nil {
 				return fmt.Errorf("store delivery %s: %w", d.ID, err)
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
+			if dup {
 				r.dup = true
 				continue
-			}
-			seq, err := res.LastInsertId()
-			if err != nil {
-				return fmt.Errorf("store delivery %s: %w", d.ID, err)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO delivery_bodies (seq, body, encoding) VALUES (?, coalesce(?, x''), ?)`,
 				seq, r.body, r.enc); err != nil {
@@ -135,6 +129,33 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 		}
 		close(r.done)
 	}
+}
+
+const insertDeliverySQL = `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
+	VALUES (?, ?, ?, ?, ?, ?, 'pending') ON CONFLICT (delivery_id) DO NOTHING`
+
+// insertDelivery stores d's row and returns its seq, or dup when its id is
+// stored already. SQLite reads the seq back as the last rowid;
+// PostgreSQL has no such thing and returns it (RETURNING, no row for a
+// duplicate).
+func insertDelivery(ctx context.Context, tx *wtx, d Delivery) (seq int64, dup bool, err error) {
+	if tx.pg {
+		err := tx.QueryRowContext(ctx, insertDeliverySQL+` RETURNING seq`,
+			d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.ReceivedAt.UnixMilli()).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, true, nil
+		}
+		return seq, false, err
+	}
+	res, err := tx.ExecContext(ctx, insertDeliverySQL, d.ID, d.Event, d.Action, d.Tenant, d.Repo, d.ReceivedAt.UnixMilli())
+	if err != nil {
+		return 0, false, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return 0, true, nil
+	}
+	seq, err = res.LastInsertId()
+	return seq, false, err
 }
 
 // Pending returns up to limit pending deliveries of k, with their bodies,
@@ -414,6 +435,11 @@ const dropBodiesBatchSQL = `SELECT seq, processed_at FROM deliveries
 const firstBodySQL = `SELECT d.processed_at, d.seq FROM delivery_bodies b CROSS JOIN deliveries d ON d.seq = b.seq
 	WHERE d.state = 'done' ORDER BY b.seq LIMIT 1`
 
+// firstBodyPostgresSQL is firstBodySQL for PostgreSQL, where a CROSS JOIN
+// takes no ON (and the planner picks the order itself).
+const firstBodyPostgresSQL = `SELECT d.processed_at, d.seq FROM delivery_bodies b JOIN deliveries d ON d.seq = b.seq
+	WHERE d.state = 'done' ORDER BY b.seq LIMIT 1`
+
 // DropBodies deletes the bodies of deliveries applied before before, in
 // short batches; their rows stay (until Prune), and so do their queue
 // events and audit. Pending and failed deliveries keep their bodies: they
@@ -425,7 +451,11 @@ func (s *Store) DropBodies(ctx context.Context, before time.Time) (int64, error)
 	defer s.bodies.Unlock()
 	if !s.bodies.set {
 		var at, seq sql.NullInt64
-		err := s.db.r.QueryRowContext(ctx, firstBodySQL).Scan(&at, &seq)
+		q := firstBodySQL
+		if s.db.pg {
+			q = firstBodyPostgresSQL
+		}
+		err := s.db.r.QueryRowContext(ctx, q).Scan(&at, &seq)
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // no body is kept before the cutoff
 			s.bodies.at, s.bodies.seq = before.UnixMilli()-1, 0
@@ -464,7 +494,11 @@ func (s *Store) DropBodies(ctx context.Context, before time.Time) (int64, error)
 			if rows == 0 {
 				return nil
 			}
-			r, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE seq IN (SELECT value FROM json_each(?))`, jsonInts(seqs))
+			del := `DELETE FROM delivery_bodies WHERE seq IN (SELECT value FROM json_each(?))`
+			if tx.pg {
+				del = `DELETE FROM delivery_bodies WHERE seq IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint)`
+			}
+			r, err := tx.ExecContext(ctx, del, jsonInts(seqs))
 			if err != nil {
 				return fmt.Errorf("drop delivery bodies: %w", err)
 			}

@@ -2,11 +2,10 @@ package leasedo
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -16,7 +15,8 @@ import (
 type Lease struct {
 	Key      Key
 	By       string
-	Token    string
+	Token    string // Fence in decimal, as the leases table keeps it
+	Fence    int64  // from a counter that never gives a number twice (nextFence)
 	Acquired time.Time
 }
 
@@ -77,23 +77,51 @@ func getLease(ctx context.Context, q querier, k Key) (*leaseRow, error) {
 }
 
 // Acquire takes k's lease (docs/lease-protocol.md): a lease younger than the TTL answers
-// LockedError; a missing or stale one is (over)written with now and by.
+// LockedError; a missing or stale one is (over)written with now, by and a
+// new fencing token.
+//
+// The write is conditional: a missing lease is inserted only if still
+// missing, a stale one replaced only if it still carries the token read.
+// On SQLite nobody can come between the read and the write (one writer);
+// on PostgreSQL another replica may, and its write makes this one match
+// no row (the second waits for the first's commit, then finds the row
+// changed), so this one reads the lease again and answers locked:
+// exactly one of racing acquirers wins.
 func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	now := s.now()
-	l := &Lease{Key: k, By: by, Token: newToken(), Acquired: now}
+	l := &Lease{Key: k, By: by, Acquired: now}
 	var locked *LockedError // answered after the commit (of a clamped ts)
 	err := s.db.write(ctx, func(tx *wtx) error {
-		var err error
-		if _, locked, err = s.leaseHeld(ctx, tx, k, now); err != nil || locked != nil {
-			return err
+		for attempt := 0; ; attempt++ {
+			cur, held, err := s.leaseHeld(ctx, tx, k, now)
+			if err != nil || held != nil {
+				locked = held
+				return err
+			}
+			if attempt > 0 {
+				// Taken and given back meanwhile: another replica is
+				// busy with this repository.
+				return fmt.Errorf("%s: acquire lease: %w", k, errContended)
+			}
+			if l.Fence, err = nextFence(ctx, tx); err != nil {
+				return fmt.Errorf("%s: fencing token: %w", k, err)
+			}
+			l.Token = strconv.FormatInt(l.Fence, 10)
+			var res sql.Result
+			if cur == nil {
+				res, err = tx.ExecContext(ctx, `INSERT INTO leases (tenant, repo, ts, held_by, token) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (tenant, repo) DO NOTHING`, k.Tenant, k.Repo, now.UnixMilli(), by, l.Token)
+			} else {
+				res, err = tx.ExecContext(ctx, `UPDATE leases SET ts = ?, held_by = ?, token = ? WHERE tenant = ? AND repo = ? AND token = ?`,
+					now.UnixMilli(), by, l.Token, k.Tenant, k.Repo, cur.token)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: write lease: %w", k, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 1 {
+				return err
+			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO leases (tenant, repo, ts, held_by, token) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (tenant, repo) DO UPDATE SET ts = excluded.ts, held_by = excluded.held_by, token = excluded.token`,
-			k.Tenant, k.Repo, now.UnixMilli(), by, l.Token)
-		if err != nil {
-			return fmt.Errorf("%s: write lease: %w", k, err)
-		}
-		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -102,6 +130,25 @@ func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 		return nil, locked
 	}
 	return l, nil
+}
+
+// errContended: a lease was taken and given back by someone else while an
+// acquire was between its read and its write.
+var errContended = errors.New("contended: taken and given back meanwhile")
+
+// nextFence is the next fencing token: a number from one counter that only
+// grows (PostgreSQL: the sequence lease_fence; SQLite: the row of
+// lease_fence, under the one writer), so it is never given twice, even
+// after a lease row is deleted, and a successor's token is larger than
+// its predecessor's.
+func nextFence(ctx context.Context, tx *wtx) (int64, error) {
+	q := `UPDATE lease_fence SET n = n + 1 WHERE id = 1 RETURNING n`
+	if tx.pg {
+		q = `SELECT nextval('lease_fence')`
+	}
+	var n int64
+	err := tx.QueryRowContext(ctx, q).Scan(&n)
+	return n, err
 }
 
 // leaseHeld reads k's lease inside tx and says whether someone holds it:
@@ -200,14 +247,6 @@ func (s *Store) leaseState(cur *leaseRow) LeaseState {
 		return LeaseState{Locked: true, HeldBy: cur.heldBy, ExpiresIn: &exp}
 	}
 	return LeaseState{Locked: false, HeldBy: cur.heldBy, Stale: true, AgeMS: &age}
-}
-
-func newToken() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return hex.EncodeToString(b[:])
 }
 
 // querier is what both *sql.DB and *sql.Tx offer for reads.

@@ -74,7 +74,7 @@ func (s *Store) SavePolicy(ctx context.Context, p StoredPolicy) error {
 // their fallback.
 func markPolicyStale(ctx context.Context, tx *wtx, k Key) error {
 	owner, name, _ := strings.Cut(k.Repo, "/")
-	if _, err := tx.ExecContext(ctx, `UPDATE repo_policy SET stale = 1 WHERE tenant = ? AND (repo = ? OR (? AND substr(repo, 1, ?) = ?))`,
+	if _, err := tx.ExecContext(ctx, `UPDATE repo_policy SET stale = 1 WHERE tenant = ? AND (repo = ? OR (? != 0 AND substr(repo, 1, ?) = ?))`,
 		k.Tenant, k.Repo, name == ".github", len(owner)+1, owner+"/"); err != nil {
 		return fmt.Errorf("%s: mark policy stale: %w", k, err)
 	}
@@ -129,7 +129,7 @@ func (s *Store) SetFreeze(ctx context.Context, k Key, branch string, frozen bool
 		if frozen {
 			res, err = tx.ExecContext(ctx, `INSERT INTO freezes (tenant, repo, branch, message, frozen_by, frozen_at) VALUES (?, ?, ?, ?, ?, ?)
 				ON CONFLICT (tenant, repo, branch) DO UPDATE SET message = excluded.message, frozen_by = excluded.frozen_by, frozen_at = excluded.frozen_at
-				WHERE message != excluded.message`, k.Tenant, k.Repo, branch, message, by, now)
+				WHERE freezes.message != excluded.message`, k.Tenant, k.Repo, branch, message, by, now)
 			reason = fmt.Sprintf("%s frozen by %s: %s", where, by, message)
 		} else {
 			res, err = tx.ExecContext(ctx, `DELETE FROM freezes WHERE tenant = ? AND repo = ? AND branch = ?`, k.Tenant, k.Repo, branch)

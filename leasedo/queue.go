@@ -84,7 +84,7 @@ func (s *Store) Queue(ctx context.Context, k Key) ([]Entry, error) {
 func (s *Store) Events(ctx context.Context, k Key) ([]LoggedEvent, error) {
 	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, event_type, action, pr_number, details FROM
 		(SELECT id, ts, event_type, action, pr_number, details FROM events
-		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, k.Tenant, k.Repo, EventCap)
+		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) AS last ORDER BY id`, k.Tenant, k.Repo, EventCap)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read events: %w", k, err)
 	}
@@ -116,7 +116,7 @@ func (s *Store) Audit(ctx context.Context, k Key) ([]AuditEntry, error) {
 func (s *Store) AuditTail(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
 	rows, err := s.db.r.QueryContext(ctx, `SELECT ts, action, pr_number, pr_sha, reason FROM
 		(SELECT id, ts, action, pr_number, pr_sha, reason FROM audit
-		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, k.Tenant, k.Repo, min(n, AuditCap))
+		 WHERE tenant = ? AND repo = ? ORDER BY id DESC LIMIT ?) AS last ORDER BY id`, k.Tenant, k.Repo, min(n, AuditCap))
 	if err != nil {
 		return nil, fmt.Errorf("%s: read audit: %w", k, err)
 	}
@@ -174,7 +174,7 @@ func (s *Store) Wait(ctx context.Context, l *Lease, pr int, sha, status, reason 
 			result = sql.NullString{}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ?, gate_result = ?,
-				gate_result_at = CASE WHEN ? THEN ? WHEN ? IS NULL THEN NULL ELSE gate_result_at END
+				gate_result_at = CASE WHEN ? != 0 THEN ? WHEN CAST(? AS TEXT) IS NULL THEN NULL ELSE gate_result_at END
 			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
 			status, reason, result, resultAt.Valid, resultAt, result, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
 			return fmt.Errorf("%s: wait #%d: %w", l.Key, pr, err)
@@ -241,8 +241,8 @@ func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string
 			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = ?, gate_reason = ?,
-				gate_result = CASE WHEN ? THEN ? ELSE gate_result END,
-				gate_result_at = CASE WHEN ? THEN ? ELSE gate_result_at END
+				gate_result = CASE WHEN ? != 0 THEN ? ELSE gate_result END,
+				gate_result_at = CASE WHEN ? != 0 THEN ? ELSE gate_result_at END
 			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
 			StatusBounced, reason, gateFailed, forge.GateFailure, gateFailed, now, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
 			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)

@@ -71,7 +71,7 @@ func (s *Store) Reconcile(ctx context.Context, k Key, by string, resync ResyncFu
 		if ans.QueueLength, err = queueLength(ctx, tx, k); err != nil {
 			return err
 		}
-		return tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM events WHERE tenant = ? AND repo = ? LIMIT ?)`,
+		return tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM events WHERE tenant = ? AND repo = ? LIMIT ?) AS kept`,
 			k.Tenant, k.Repo, EventCap).Scan(&ans.EventCount)
 	})
 	if err != nil {

@@ -83,7 +83,11 @@ func (db *DB) convertAutoVacuum(ctx context.Context, report func(Conversion)) er
 
 // Pages reports the database's pages: in the file, and free (on the
 // freelist, reused before the file grows).
+// PostgreSQL keeps its own free space (VACUUM): none, there.
 func (db *DB) Pages(ctx context.Context) (total, free int64, err error) {
+	if db.pg {
+		return 0, 0, nil
+	}
 	if err := db.r.QueryRowContext(ctx, `SELECT page_count, freelist_count FROM pragma_page_count(), pragma_freelist_count()`).Scan(&total, &free); err != nil {
 		return 0, 0, fmt.Errorf("page count: %w", err)
 	}
@@ -95,7 +99,11 @@ func (db *DB) Pages(ctx context.Context) (total, free int64, err error) {
 // than 1/freeSlack of the file is free; it reports how many pages it gave
 // back and whether another step would give back more. Call it until more
 // is false: between steps every waiting commit gets the writer first.
+// On PostgreSQL, autovacuum does this: it gives nothing back.
 func (db *DB) FreePages(ctx context.Context) (freed int64, more bool, err error) {
+	if db.pg {
+		return 0, false, nil
+	}
 	err = db.write(ctx, func(tx *wtx) error {
 		total, free, err := pagesOf(ctx, tx.Tx)
 		if err != nil {

@@ -88,7 +88,8 @@ func (c *stmtCache) close() {
 // writer's turn (writerTurns) still follows the caller's context.
 type wtx struct {
 	*sql.Tx
-	stmts *stmtCache // nil: plain (read transactions)
+	stmts *stmtCache // nil: plain (read transactions, PostgreSQL)
+	pg    bool       // PostgreSQL: statements rebound (dialect.go)
 }
 
 func (t *wtx) ctx(ctx context.Context) context.Context {
@@ -99,6 +100,10 @@ func (t *wtx) ctx(ctx context.Context) context.Context {
 }
 
 func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if t.pg {
+		q, args = pgStatement(q, args)
+		return t.Tx.ExecContext(ctx, q, args...)
+	}
 	ctx = t.ctx(ctx)
 	if st := t.stmts.get(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
@@ -107,6 +112,10 @@ func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 }
 
 func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if t.pg {
+		q, args = pgStatement(q, args)
+		return t.Tx.QueryRowContext(ctx, q, args...)
+	}
 	ctx = t.ctx(ctx)
 	if st := t.stmts.get(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
@@ -115,6 +124,10 @@ func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 }
 
 func (t *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if t.pg {
+		q, args = pgStatement(q, args)
+		return t.Tx.QueryContext(ctx, q, args...)
+	}
 	ctx = t.ctx(ctx)
 	if st := t.stmts.get(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)

@@ -38,10 +38,17 @@ type Store struct {
 }
 
 // NewStore returns a Store over db. Zero durations take the defaults.
+//
+// A nil Clock or the system clock is, on PostgreSQL, the database
+// server's clock (dbClock): leases are judged on the one clock every
+// replica reads. A test's clock (any other) is used as given.
 func NewStore(db *DB, cfg Config) *Store {
 	s := &Store{db: db, clock: cfg.Clock, ttl: cfg.TTL, dead: cfg.Dead}
-	if s.clock == nil {
+	if _, system := s.clock.(SystemClock); s.clock == nil || system {
 		s.clock = SystemClock{}
+		if db.clock != nil {
+			s.clock = db.clock
+		}
 	}
 	if s.ttl <= 0 {
 		s.ttl = 30 * time.Second
@@ -168,7 +175,7 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 	}
 	var live, bounced int
 	err := tx.QueryRowContext(ctx, `SELECT
-			coalesce(sum(status != 'bounced'), 0), coalesce(sum(status = 'bounced'), 0)
+			count(*) FILTER (WHERE status != 'bounced'), count(*) FILTER (WHERE status = 'bounced')
 		FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ?`, k.Tenant, k.Repo, pr).Scan(&live, &bounced)
 	if err != nil {
 		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)

@@ -152,12 +152,13 @@ func planGroups(ctx context.Context, tx *wtx, k Key, base string, at int, member
 		if err != nil {
 			return nil, err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO train_groups (tenant, repo, base, seq, state, prs, split, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, base, seq, GroupPlanned, string(prs), split, now)
+		// RETURNING: PostgreSQL has no last rowid; SQLite takes it too.
+		var id int64
+		err = tx.QueryRowContext(ctx, `INSERT INTO train_groups (tenant, repo, base, seq, state, prs, split, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, k.Tenant, k.Repo, base, seq, GroupPlanned, string(prs), split, now).Scan(&id)
 		if err != nil {
 			return nil, fmt.Errorf("%s: plan train group: %w", k, err)
 		}
-		id, _ := res.LastInsertId()
 		out = append(out, Group{ID: id, Base: base, Seq: seq, State: GroupPlanned, PRs: m, Split: split})
 		seq++
 	}

@@ -255,7 +255,7 @@ func migrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: schema version %d -> %d\n", v["db"], from, to)
+	fmt.Fprintf(stdout, "%s: schema version %d -> %d\n", db.Describe(), from, to)
 	return nil
 }
 
