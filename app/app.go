@@ -395,7 +395,7 @@ func (a *App) Start() error {
 	// with --record, into which folder it records (no record key: it does
 	// not record).
 	start := withNonEmpty(a.log.With(), "version", a.cfg.Version, "commit", a.cfg.Commit).
-		Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).Str("db", a.cfg.DB)
+		Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).Str("db", a.Store.DB().Describe())
 	start = withNonEmpty(start, "record", a.cfg.RecordDir)
 	slog := start.Logger()
 	slog.Info().Bool("github", github).Bool("setup", a.setup != nil).Msg("mergegate listening")

@@ -48,6 +48,11 @@ func (h *health) problem(r *http.Request) string {
 	if f := db.LastWriteFailure(); f != nil {
 		return fmt.Sprintf("database cannot be written since %s: %v", f.At.UTC().Format(time.RFC3339), f.Err)
 	}
+	if db.Path() == "" {
+		// PostgreSQL: no file of ours; its server answered, and the last
+		// write says whether it takes writes.
+		return ""
+	}
 	if err := h.writable(db.Path()); err != nil {
 		return fmt.Sprintf("database file is not writable: %v", err)
 	}

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -45,6 +47,23 @@ func TestPostgresOneReplicaMerges(t *testing.T) {
 	st, err := h.app.Store.DeliveryCounts(t.Context())
 	if err != nil || len(st) != 0 {
 		t.Fatalf("deliveries not applied: %v %v", st, err)
+	}
+	// /healthz says the database takes writes, and the log never holds
+	// the connection string's password.
+	resp, err := http.Get(h.pub + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz = %v %v, want 200", resp, err)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(h.logBuf.String(), pw) {
+			t.Error("the log holds the database password")
+		}
+	}
+	if !strings.Contains(h.logBuf.String(), `"db":"`+h.app.Store.DB().Describe()+`"`) {
+		t.Errorf("the listening line does not name the database as Describe does (%s)", h.app.Store.DB().Describe())
 	}
 	// A restart finds it all where it was.
 	h.stop()
