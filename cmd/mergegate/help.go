@@ -37,6 +37,17 @@ var commandHelp = map[string]struct{ synopsis, about string }{
 			"--record writes them, in arrival order: mergegate replay --offline DIR\n" +
 			"replays them. No signature or secret is written. --db may be in use by a\n" +
 			"running mergegate."},
+	"migrate-store": {"migrate-store --from FILE --to DSN",
+		"Copy mergegate's SQLite database --from into the PostgreSQL database --to\n" +
+			"(a postgres:// URL or libpq's key=value form), for a move to PostgreSQL.\n" +
+			"Stop mergegate first: the file is read as it is, and what is written after\n" +
+			"the copy is not moved. --from must be at this binary's schema version\n" +
+			"(mergegate migrate --db FILE first); --to is migrated, must hold no rows,\n" +
+			"and is filled in one transaction (all or nothing): every table, ids, the\n" +
+			"inbox's order and the lease fence kept. It prints the rows and bytes of\n" +
+			"each table; then start mergegate serve --db on the PostgreSQL database.\n" +
+			"The password of --to is never printed (PGPASSWORD or ~/.pgpass keep it\n" +
+			"out of the command line)."},
 	"version": {"version", "Print the version, the commit and the schema version this binary expects."},
 	"help":    {"help [COMMAND]", "Print the list of commands, or one command's help."},
 }

@@ -38,6 +38,7 @@ Usage:
   mergegate migrate [--db FILE]                apply database migrations and exit
   mergegate backup --db FILE --to COPY         copy the database (and credentials) while it runs
   mergegate export --db FILE --tenant T --repo R --out DIR   write a repository's stored deliveries as a recording for replay
+  mergegate migrate-store --from FILE --to DSN   copy a SQLite database into an empty PostgreSQL database (mergegate stopped)
   mergegate version                            print version, commit and schema version
   mergegate help [COMMAND]                     this text, or a command's flags
 
@@ -68,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = replayCmd(rest, stdout, stderr)
 	case "export":
 		err = exportCmd(rest, stdout, stderr)
+	case "migrate-store":
+		err = migrateStoreCmd(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return 0
