@@ -122,17 +122,17 @@ func msFill(t *testing.T, path string) {
 
 // msState is what the store answers about the test's repositories.
 type msState struct {
-	Queue              map[leasedo.Key][]leasedo.Entry
-	Audit              map[leasedo.Key][]leasedo.AuditEntry
-	Events             map[leasedo.Key][]leasedo.LoggedEvent
-	Groups             []leasedo.Group
-	Freezes            []leasedo.Freeze
-	Policy             leasedo.StoredPolicy
-	Tracked            []leasedo.Tracked
-	Pending, Failed    []leasedo.Delivery
-	Done               []leasedo.Delivery
-	Bodies             map[string]string
-	Leases             map[leasedo.Key]string // held by whom
+	Queue           map[leasedo.Key][]leasedo.Entry
+	Audit           map[leasedo.Key][]leasedo.AuditEntry
+	Events          map[leasedo.Key][]leasedo.LoggedEvent
+	Groups          []leasedo.Group
+	Freezes         []leasedo.Freeze
+	Policy          leasedo.StoredPolicy
+	Tracked         []leasedo.Tracked
+	Pending, Failed []leasedo.Delivery
+	Done            []leasedo.Delivery
+	Bodies          map[string]string
+	Leases          map[leasedo.Key]string // held by whom
 }
 
 func msRead(t *testing.T, s *leasedo.Store) msState {
