@@ -37,8 +37,12 @@ func migrateStoreSettings() []setting {
 var migrateStoreSkip = map[string]bool{"schema_version": true, "lease_fence": true}
 
 // migrateStoreBatch bounds the rows of one INSERT (PostgreSQL takes at
-// most 65535 parameters in a statement).
-const migrateStoreBatch = 500
+// most 65535 parameters in a statement), and migrateStoreBatchBytes the
+// values it holds in memory (payloads may be megabytes each).
+const (
+	migrateStoreBatch      = 500
+	migrateStoreBatchBytes = 16 << 20
+)
 
 // migrateStoreResult is what migrateStore copied.
 type migrateStoreResult struct {
@@ -417,6 +421,7 @@ func copyTable(ctx context.Context, src, dst *sql.Tx, t sqliteTable, pgCols []pg
 	head := `INSERT INTO ` + pgIdent(t.name) + ` (` + strings.Join(quoted, ", ") + `) VALUES `
 	var batch []any
 	n := 0
+	var held int64 // bytes in batch
 	flush := func() error {
 		if n == 0 {
 			return nil
@@ -441,7 +446,8 @@ func copyTable(ctx context.Context, src, dst *sql.Tx, t sqliteTable, pgCols []pg
 		if _, err := dst.ExecContext(ctx, b.String(), batch...); err != nil {
 			return err
 		}
-		batch, n = batch[:0], 0
+		clear(batch)
+		batch, n, held = batch[:0], 0, 0
 		return nil
 	}
 	vals := make([]any, len(t.cols))
@@ -457,9 +463,10 @@ func copyTable(ctx context.Context, src, dst *sql.Tx, t sqliteTable, pgCols []pg
 			v, size := pgValue(vals[i], types[col])
 			batch = append(batch, v)
 			c.Bytes += size
+			held += size
 		}
 		c.Rows++
-		if n++; n == migrateStoreBatch {
+		if n++; n == migrateStoreBatch || held >= migrateStoreBatchBytes {
 			if err := flush(); err != nil {
 				return c, err
 			}

@@ -39,8 +39,12 @@ func msEvent(k leasedo.Key, pr int) leasedo.Event {
 func msPrepare(seen *[]int64) leasedo.Prepare {
 	return func(d leasedo.Delivery) (leasedo.Batch, error) {
 		*seen = append(*seen, d.Seq)
-		if string(d.Body) == "fail" {
+		switch string(d.Body) {
+		case "fail":
 			return leasedo.Batch{}, errors.New("cannot translate")
+		case "resume":
+			resume := false
+			return leasedo.Batch{Suspend: &resume}, nil
 		}
 		var ev leasedo.Event
 		if err := json.Unmarshal(d.Body, &ev); err != nil {
@@ -80,6 +84,7 @@ func msFill(t *testing.T, path string) {
 	msEnqueue(t, in, msKey, "d-1", body(1))
 	msEnqueue(t, in, msKey, "d-bad", []byte("fail"))
 	msEnqueue(t, in, msKey, "d-2", body(2))
+	msEnqueue(t, in, msKey, "d-resume", []byte("resume"))
 	var seen []int64
 	if _, err := s.Drain(ctx, msKey, "worker", 10, msPrepare(&seen), leasedo.DrainPolicy{MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
@@ -91,8 +96,34 @@ func msFill(t *testing.T, path string) {
 	msEnqueue(t, in, msKey, "d-4", body(4))
 	in.Close()
 
+	for _, pr := range []int{8, 10} {
+		if _, err := s.ProcessEvent(ctx, msEvent(msKey, pr), "worker"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l, err := s.Acquire(ctx, msKey, "worker")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A bounce whose check run is still to end (check_outbox), a command.
+	if err := s.SetCheckRun(ctx, l, 8, msSha(8), 555, "1st in line"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Bounce(ctx, l, 8, msSha(8), "checks failed", true, leasedo.CheckRunEnd{Conclusion: "failure", Title: "bounced", Summary: "ci failed"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddCommand(ctx, l, leasedo.Command{PRNumber: 1, CommentID: 77, Author: "alice", Command: "priority", Arg: "high", CreatedAt: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	// A train group that landed (train_landed).
+	landed, err := s.PlanGroups(ctx, l, "next", -1, [][]leasedo.GroupPR{{{Number: 10, SHA: msSha(10)}}}, false)
+	if err != nil || len(landed) != 1 {
+		t.Fatal(landed, err)
+	}
+	landed[0].Head = "head-10"
+	if err := s.LandGroup(ctx, l, landed[0], "tip-10", "fast-forward", func(leasedo.GroupPR) leasedo.CheckRunEnd {
+		return leasedo.CheckRunEnd{Conclusion: "success", Title: "merged"}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Block(ctx, l, 2, msSha(2), "push restrictions"); err != nil {
@@ -133,6 +164,10 @@ type msState struct {
 	Done            []leasedo.Delivery
 	Bodies          map[string]string
 	Leases          map[leasedo.Key]string // held by whom
+	Commands        []leasedo.Command
+	CheckRunsToEnd  []leasedo.CheckRunToEnd
+	Landed          leasedo.Landed
+	Suspended       bool
 }
 
 func msRead(t *testing.T, s *leasedo.Store) msState {
@@ -186,6 +221,18 @@ func msRead(t *testing.T, s *leasedo.Store) msState {
 			l[i].ReceivedAt = time.UnixMilli(l[i].ReceivedAt.UnixMilli())
 			l[i].NextTryAt = time.UnixMilli(l[i].NextTryAt.UnixMilli())
 		}
+	}
+	if st.Commands, err = s.Commands(ctx, msKey); err != nil {
+		t.Fatal(err)
+	}
+	if st.CheckRunsToEnd, err = s.CheckRunsToEnd(ctx, msKey); err != nil {
+		t.Fatal(err)
+	}
+	if st.Landed, err = s.LandedOn(ctx, msKey, "next"); err != nil {
+		t.Fatal(err)
+	}
+	if st.Suspended, err = s.Suspended(ctx, msKey.Tenant); err != nil {
+		t.Fatal(err)
 	}
 	st.Leases = map[leasedo.Key]string{}
 	for _, k := range []leasedo.Key{msKey, msOther} {
@@ -256,7 +303,8 @@ func TestMigrateStoreCopiesEverything(t *testing.T) {
 
 	sq := msOpen(t, src)
 	want := msRead(t, sq)
-	if len(want.Pending) != 3 || len(want.Failed) != 1 || len(want.Done) != 2 || len(want.Queue[msKey]) < 2 ||
+	if len(want.Pending) != 3 || len(want.Failed) != 1 || len(want.Done) != 3 ||
+		len(want.Commands) != 1 || len(want.CheckRunsToEnd) == 0 || want.Landed == (leasedo.Landed{}) || len(want.Queue[msKey]) < 2 ||
 		len(want.Groups) != 1 || len(want.Freezes) != 1 || want.Policy.Content == "" || want.Leases[msOther] != "worker-2" || len(want.Bodies) < 6 {
 		t.Fatalf("the SQLite database is not filled as the test means: %+v", want)
 	}
@@ -282,6 +330,7 @@ func TestMigrateStoreCopiesEverything(t *testing.T) {
 			t.Errorf("the output does not say %q:\n%s", s, out.String())
 		}
 	}
+	t.Logf("migrate-store printed:\n%s%s", errOut.String(), out.String())
 	if strings.Contains(out.String()+errOut.String(), "s3cret-pw") {
 		t.Errorf("the password is printed:\n%s%s", out.String(), errOut.String())
 	}
@@ -319,8 +368,8 @@ func TestMigrateStoreCopiesEverything(t *testing.T) {
 	for _, e := range q {
 		prs = append(prs, e.PRNumber)
 	}
-	if !reflect.DeepEqual(prs, []int{1, 2, 5, 3, 4}) {
-		t.Errorf("queue after the drain: %v, want 1 2 then 5 3 4 in arrival order", prs)
+	if !reflect.DeepEqual(prs, []int{1, 2, 8, 5, 3, 4}) {
+		t.Errorf("queue after the drain: %v, want 1 2 8 then 5 3 4 in arrival order", prs)
 	}
 
 	// New rows get ids past the copied ones.
@@ -362,9 +411,36 @@ func TestMigrateStoreCoversTheSchema(t *testing.T) {
 	dsn := pgtest.URL(t)
 	src := filepath.Join(t.TempDir(), "mergegate.db")
 	msFill(t, src)
+	// More rows than one batch holds, of another repository.
+	bulk := leasedo.Key{Tenant: "8", Repo: "octo/bulk"}
+	const nBulk = 2*migrateStoreBatch + 37
+	{
+		s := msOpen(t, src)
+		in := s.NewInbox(256)
+		for i := 0; i < nBulk; i++ {
+			msEnqueue(t, in, bulk, fmt.Sprintf("bulk-%d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)))
+		}
+		in.Close()
+		s.DB().Close()
+	}
 	res, err := migrateStore(context.Background(), src, dsn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var bodies []string
+	if err := msOpen(t, dsn).KeptDeliveries(context.Background(), bulk, time.Time{}, func(d leasedo.Delivery) error {
+		bodies = append(bodies, string(d.Body))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(bodies) != nBulk || bodies[0] != `{"n":0}` || bodies[nBulk-1] != fmt.Sprintf(`{"n":%d}`, nBulk-1) {
+		t.Fatalf("%d bulk deliveries on PostgreSQL (want %d in arrival order): first %q last %q", len(bodies), nBulk, bodies[0], bodies[len(bodies)-1])
+	}
+	for i, b := range bodies {
+		if b != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("bulk delivery %d on PostgreSQL is %q", i, b)
+		}
 	}
 	copied := map[string]bool{}
 	for _, n := range tableNames(res.Tables) {
@@ -414,7 +490,8 @@ func TestMigrateStoreCoversTheSchema(t *testing.T) {
 	for _, tc := range res.Tables {
 		rows[tc.Name] = tc.Rows
 	}
-	for _, n := range []string{"deliveries", "delivery_bodies", "queue", "events", "audit", "leases", "repos", "repo_policy", "freezes", "train_groups"} {
+	for _, n := range []string{"deliveries", "delivery_bodies", "queue", "events", "audit", "leases", "repos", "installations", "check_outbox",
+		"repo_policy", "freezes", "commands", "train_groups", "train_landed"} {
 		if rows[n] == 0 {
 			t.Errorf("no rows of %s copied: %v", n, rows)
 		}
