@@ -109,7 +109,7 @@ func migrateStoreCmd(args []string, stdout, stderr io.Writer) error {
 		from, res.Target, rows, bytes, len(res.Tables), res.Took.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "next: start mergegate on PostgreSQL: mergegate serve --db <the --to connection string> (or MERGEGATE_DB); keep %s, stopped, as the way back until you are satisfied\n", from)
 	if _, err := os.Stat(app.CredentialsPath(from)); err == nil {
-		fmt.Fprintf(stdout, "note: the App's credentials file %s is not in the database and was not copied: keep it, or give the App's id, key and webhook secret by flags or environment\n", app.CredentialsPath(from))
+		fmt.Fprintf(stdout, "note: the App's credentials file %s is not in the database and was not copied: on PostgreSQL give its app_id, private key and webhook secret as --app-id, --private-key (a PEM file) and --webhook-secret (GITHUB_APP_ID, GITHUB_PRIVATE_KEY_PATH, GITHUB_WEBHOOK_SECRET)\n", app.CredentialsPath(from))
 	}
 	return nil
 }
