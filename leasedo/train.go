@@ -219,9 +219,9 @@ func (s *Store) DeleteGroup(ctx context.Context, l *Lease, id int64) error {
 
 // LandGroup records in one transaction that g landed: each member is
 // merged (removed from the queue with audit merge, reason how, and its
-// check run ended with end), the group is gone, and the base's landed tip
-// is tip with the tree of g.Head.
-func (s *Store) LandGroup(ctx context.Context, l *Lease, g Group, tip, how string, end func(GroupPR) CheckRunEnd) error {
+// check run ended with end), the group is gone, and the base is recorded
+// as landed.
+func (s *Store) LandGroup(ctx context.Context, l *Lease, g Group, landed Landed, how string, end func(GroupPR) CheckRunEnd) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		for _, m := range g.PRs {
 			if err := mergedEntry(ctx, tx, l.Key, m.Number, m.SHA, how, now, end(m)); err != nil {
@@ -233,7 +233,7 @@ func (s *Store) LandGroup(ctx context.Context, l *Lease, g Group, tip, how strin
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO train_landed (tenant, repo, base, tip, tested) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (tenant, repo, base) DO UPDATE SET tip = excluded.tip, tested = excluded.tested`,
-			l.Key.Tenant, l.Key.Repo, g.Base, tip, g.Head); err != nil {
+			l.Key.Tenant, l.Key.Repo, g.Base, landed.Tip, landed.Tested); err != nil {
 			return fmt.Errorf("%s: land train group %d: %w", l.Key, g.ID, err)
 		}
 		return nil

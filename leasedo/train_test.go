@@ -71,7 +71,7 @@ func TestTrainGroups(t *testing.T) {
 		h := halves[0]
 		h.Head = "g2"
 		end := func(m GroupPR) CheckRunEnd { return CheckRunEnd{Conclusion: "success", Title: "Merged"} }
-		if err := s.LandGroup(ctx, l, h, "tip2", "fast-forward", end); err != nil {
+		if err := s.LandGroup(ctx, l, h, Landed{Tip: "tip2", Tested: h.Head}, "fast-forward", end); err != nil {
 			t.Fatal(err)
 		}
 		items, _ := s.Items(ctx, key)

@@ -124,14 +124,7 @@ func checkTitle(i int, live []leasedo.Item, pol rules.Policy, problems policy.Pr
 	if p := live[i].PriorityName; p != "" {
 		t = strings.Replace(t, " for "+baseName(live[i])+":", " for "+baseName(live[i])+" (priority "+p+"):", 1)
 	}
-	if pol.Frozen && !strings.Contains(t, pol.FrozenReason()) {
-		t = pol.FrozenReason() + " · " + t
-	}
-	if len(problems) > 0 {
-		p := problems[0]
-		t += fmt.Sprintf(" · %s:%d has a problem", p.File[strings.Index(p.File, ":")+1:], p.Line)
-	}
-	return t
+	return withPolicy(t, pol, problems)
 }
 
 // trainCheckTitle says where it stands in its base's merge train: its
@@ -187,6 +180,12 @@ func trainCheckTitle(it leasedo.Item, train []leasedo.Group, pol rules.Policy, p
 			t = strings.Replace(placeTitle(0, one), "1st in the merge queue for", "in the merge train queue for", 1)
 		}
 	}
+	return withPolicy(t, pol, problems)
+}
+
+// withPolicy puts what the policy says on a title: frozen first, a
+// policy file's problem last.
+func withPolicy(t string, pol rules.Policy, problems policy.Problems) string {
 	if pol.Frozen && !strings.Contains(t, pol.FrozenReason()) {
 		t = pol.FrozenReason() + " · " + t
 	}

@@ -455,7 +455,6 @@ func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.Trai
 // whose tree it has), and deletes its branch.
 func (s *Syncer) landed(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, tip, tested, how string, log zerolog.Logger) error {
 	k := l.Key
-	g.Head = tested
 	others := func(n int) string {
 		var out []string
 		for _, m := range g.PRs {
@@ -473,7 +472,7 @@ func (s *Syncer) landed(ctx context.Context, l *leasedo.Lease, f rules.TrainFact
 			"Landed on %s in merge train group %d%s (%s), at %s: the commit whose checks passed with this pull request at %s merged into it.",
 			g.Base, g.ID, others(m.Number), how, forge.ShortSHA(tip), forge.ShortSHA(m.SHA))}
 	}
-	if err := s.store.LandGroup(ctx, l, g, tip, how, end); err != nil {
+	if err := s.store.LandGroup(ctx, l, g, leasedo.Landed{Tip: tip, Tested: tested}, how, end); err != nil {
 		return err
 	}
 	now := s.clock.Now().UnixMilli()

@@ -196,14 +196,11 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			return TrainAction{Kind: TrainDrop, Group: g, PRs: drop, Reason: strings.Join(why, "; ")}
 		}
 	}
-	for _, g := range f.Groups {
-		if !g.Built() {
-			break
-		}
-		if g.State != leasedo.GroupLanding && !current(f, g.Parent) {
+	if len(f.Groups) > 0 {
+		// Only the first group is built on the base; the others on it.
+		if g := f.Groups[0]; g.Built() && g.State != leasedo.GroupLanding && !current(f, g.Parent) {
 			return TrainAction{Kind: TrainRebase, Reason: fmt.Sprintf("%s moved to %s outside mergegate", f.Base, forge.ShortSHA(f.Tip))}
 		}
-		break
 	}
 	built, aheadPassed := 0, true
 	for i, g := range f.Groups {

@@ -121,7 +121,7 @@ func msFill(t *testing.T, path string) {
 		t.Fatal(landed, err)
 	}
 	landed[0].Head = "head-10"
-	if err := s.LandGroup(ctx, l, landed[0], "tip-10", "fast-forward", func(leasedo.GroupPR) leasedo.CheckRunEnd {
+	if err := s.LandGroup(ctx, l, landed[0], leasedo.Landed{Tip: "tip-10", Tested: landed[0].Head}, "fast-forward", func(leasedo.GroupPR) leasedo.CheckRunEnd {
 		return leasedo.CheckRunEnd{Conclusion: "success", Title: "merged"}
 	}); err != nil {
 		t.Fatal(err)
