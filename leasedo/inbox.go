@@ -104,7 +104,32 @@ func (in *Inbox) run() {
 
 func (in *Inbox) commit(batch []*enqueueReq) {
 	ctx := context.Background()
-	err := in.s.db.writeFirst(ctx, func(tx *wtx) error {
+	if in.s.db.pg {
+		// A webhook waits for this: GitHub gives up after 10 s. A server
+		// that does not answer is a 503 before then (pgfaults.go).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, inboxCommitTimeout)
+		defer cancel()
+	}
+	err := in.store(ctx, batch)
+	if err != nil && in.s.db.pg && retryableLost(err) {
+		// The connection was lost before the COMMIT was sent: nothing
+		// was committed, and the pool was emptied. Once more, on a new
+		// connection (after a restart of the server, or its backends
+		// terminated, the first write finds the old one dead).
+		err = in.store(ctx, batch)
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.err, r.dup = err, false
+		}
+		close(r.done)
+	}
+}
+
+// store writes batch in one transaction.
+func (in *Inbox) store(ctx context.Context, batch []*enqueueReq) error {
+	return in.s.db.writeFirst(ctx, func(tx *wtx) error {
 		for _, r := range batch {
 			d := r.d
 			r.dup = false // this may be a second run (DB.writeInTurn)
@@ -123,12 +148,6 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 		}
 		return nil
 	})
-	for _, r := range batch {
-		if err != nil {
-			r.err, r.dup = err, false
-		}
-		close(r.done)
-	}
 }
 
 const insertDeliverySQL = `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)
