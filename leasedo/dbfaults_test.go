@@ -161,23 +161,7 @@ func TestPostgresReconnectsAfterItsBackendsAreTerminated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	terminate := func() {
-		t.Helper()
-		var n int
-		if err := admin.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = $1`, app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			t.Fatal("no backend of mergegate's to terminate")
-		}
-		// pg_terminate_backend only signals: wait until they are gone.
-		waitFor(t, "the backends to exit", func() bool {
-			var left int
-			admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&left) //nolint:errcheck
-			return left == 0
-		})
-	}
+	terminate := func() { pgtest.TerminateBackends(t, admin, app) }
 
 	terminate()
 	mustEnqueue(t, in, delivery("d2", faultKey, `{}`)) // the first write after: no 503

@@ -2,6 +2,8 @@ package pgtest
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"encoding/binary"
 	"io"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy in front of the test server, for database faults
@@ -374,4 +377,51 @@ func withReadOnlyOption(params []byte) []byte {
 		out = append(out, 0)
 	}
 	return append(out, 0)
+}
+
+// TerminateBackends terminates, on the server admin is connected to,
+// every backend whose application_name is app (pg_terminate_backend, as
+// an operator or a restart of the server would, but only a test's own
+// backends: the server is shared), and waits until they have exited.
+func TerminateBackends(tb testing.TB, admin *sql.DB, app string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// In the select list, not the WHERE clause: there the planner may
+	// call it before the other conditions, on every backend.
+	rows, err := admin.QueryContext(ctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = $1`, app)
+	if err != nil {
+		tb.Fatalf("pg_terminate_backend: %v", err)
+	}
+	var pids []int64
+	for rows.Next() {
+		var pid int64
+		var ok bool
+		if err := rows.Scan(&pid, &ok); err != nil {
+			tb.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if len(pids) == 0 {
+		tb.Fatalf("no backend with application_name %q to terminate", app)
+	}
+	// pg_terminate_backend only signals them.
+	for {
+		var left int
+		if err := admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left); err != nil {
+			tb.Fatalf("terminated backends: %v", err)
+		}
+		if left == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("%d terminated backends still there after 30 s", left)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
