@@ -221,3 +221,51 @@ func TestPostgresHealthzSaysWhenTheDatabaseCannotBeWritten(t *testing.T) {
 		t.Fatalf("PR #1 joined %d times, want once", j)
 	}
 }
+
+// Failover with a DSN of two hosts and target_session_attrs=read-write:
+// mergegate writes to the primary; the primary goes away (webhooks 503,
+// /healthz 503) until the standby is promoted, and then mergegate writes
+// to it with no restart.
+func TestPostgresFailoverWithAMultiHostDSN(t *testing.T) {
+	base := pgtest.URL(t)
+	_, standby := pgtest.NewProxy(t, base)
+	_, primary := pgtest.NewProxy(t, base)
+	standby.SetReadOnly(true)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = standby.Addr() + "," + primary.Addr()
+	q := u.Query()
+	q.Set("target_session_attrs", "read-write")
+	u.RawQuery = q.Encode()
+	h := newHarness(t, withoutGitHub, func(c *Config) { c.DB = u.String() })
+	if code := h.sendPR("before", 1); code != http.StatusAccepted {
+		t.Fatalf("delivery: %d", code)
+	}
+	h.settle()
+
+	primary.SetDown(true)
+	h.clock.Advance(3 * 1e9)
+	if code, body := getBody(t, h.pub+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "database cannot be written") {
+		t.Fatalf("healthz with the primary down and the standby not promoted: %d %s", code, body)
+	}
+	if code := h.sendPR("during", 2); code != http.StatusServiceUnavailable {
+		t.Fatalf("delivery with no writable host answered %d, want 503", code)
+	}
+
+	standby.SetReadOnly(false) // promoted
+	h.clock.Advance(3 * 1e9)
+	if code, body := getBody(t, h.pub+"/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz after the standby was promoted: %d %s", code, body)
+	}
+	if code := h.sendPR("during", 2); code != http.StatusAccepted {
+		t.Fatalf("redelivery after the failover answered %d, want 202", code)
+	}
+	h.settle()
+	for n := 1; n <= 2; n++ {
+		if j := h.joins(n); j != 1 {
+			t.Fatalf("PR #%d joined %d times, want once", n, j)
+		}
+	}
+}

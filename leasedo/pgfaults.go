@@ -77,8 +77,10 @@ func configureFaults(cfg *pgxpool.Config) {
 
 // isConnLost reports whether err says the connection to PostgreSQL is
 // lost or could not be made: the server closed it (restart, shutdown,
-// pg_terminate_backend), the network failed, a timeout cut it, or the
-// server does not answer. Not a statement the server refused.
+// pg_terminate_backend), the network failed, or the server does not
+// answer a new connection. Not a statement the server refused, nor the
+// caller's context ending (a lock waited on too long says nothing about
+// the other connections).
 func isConnLost(err error) bool {
 	if err == nil {
 		return false
@@ -95,15 +97,19 @@ func isConnLost(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
-		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
 }
 
 // commitError is a COMMIT that failed: when its connection was lost, the
 // transaction may have committed or not.
 type commitError struct{ err error }
 
-func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Error() string {
+	if isConnLost(e.err) {
+		return "commit: connection lost before its answer, it may have committed (a redelivery of the same id is recognised): " + e.err.Error()
+	}
+	return "commit: " + e.err.Error()
+}
 func (e *commitError) Unwrap() error { return e.err }
 
 // retryableLost reports whether a write that failed with err may be run
@@ -178,7 +184,6 @@ func (db *DB) ProbeWrite(ctx context.Context, now time.Time) error {
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		db.lostConnection(ctx.Err())
 		err = fmt.Errorf("no answer within %s", probeTimeout)
 	case err != nil:
 		db.noteWrite(err)
