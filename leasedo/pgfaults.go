@@ -35,9 +35,10 @@ import (
 //     mergegate is needed. A DSN of several hosts with
 //     target_session_attrs=read-write connects to whichever is the primary
 //     now.
-//   - The inbox's group commit is bounded by inboxCommitTimeout and, when
-//     its connection was lost before the COMMIT was sent (nothing can have
-//     been committed), tried once more on a new connection. A COMMIT whose
+//   - A delivery's enqueue, its wait for the committer and the commit
+//     together, is bounded by inboxCommitTimeout. A group commit whose
+//     connection was lost before the COMMIT was sent (nothing can have
+//     been committed) is tried once more on a new connection. A COMMIT whose
 //     answer was lost is not tried again: the delivery is answered 503,
 //     and GitHub's redelivery, with the same delivery id, is recognised as
 //     a duplicate if it had committed.
