@@ -44,8 +44,8 @@ type Config struct {
 	// Replica names this process among several on one database: leases
 	// it holds say "<replica>/worker" (held_by), its log lines carry it,
 	// and GitHub's User-Agent names it. Default: host name and process id.
-	Replica string
-	Retention    time.Duration // processed deliveries kept this long (0: 72h)
+	Replica   string
+	Retention time.Duration // processed deliveries kept this long (0: 72h)
 	// BodyRetention: the payloads of applied deliveries are kept this long
 	// (0: 24h; at most Retention); their rows, events and audit stay.
 	BodyRetention time.Duration
