@@ -51,6 +51,13 @@ type DB struct {
 	writeFailure atomic.Pointer[WriteFailure]
 	// probe is the last write probe's outcome (PostgreSQL, ProbeWrite).
 	probe writeProbe
+
+	// Released leases (notify.go): the callbacks, and on PostgreSQL the
+	// NOTIFY channel and its listener.
+	hub        releaseHub
+	channel    string
+	stopListen context.CancelFunc
+	listenDone chan struct{}
 }
 
 // WriteFailure is a write that the storage refused.
@@ -435,6 +442,10 @@ func (db *DB) Close() error {
 	}
 	db.stmts.close()
 	if db.pg {
+		if db.stopListen != nil {
+			db.stopListen()
+			<-db.listenDone
+		}
 		db.stopClock()
 		err := db.w.Close()
 		db.pool.Close()
@@ -564,6 +575,9 @@ func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) erro
 	}
 	db.commits.Add(1)
 	db.noteWrite(nil)
+	for _, fn := range tx.after {
+		fn()
+	}
 	return nil
 }
 
