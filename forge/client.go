@@ -96,8 +96,8 @@ type Client struct {
 
 	mu       sync.Mutex
 	insts    map[int64]*installation
-	replicas int // SetReplicas: the replicas sharing each installation's bound (0: alone)
-	app   *installation // the App itself (JWT), built on first use; see installations.go
+	replicas int           // SetReplicas: the replicas sharing each installation's bound (0: alone)
+	app      *installation // the App itself (JWT), built on first use; see installations.go
 }
 
 // installation is one tenant's go-github client, rate-limit state and
