@@ -39,7 +39,8 @@ type Cron struct {
 	runCount int
 }
 
-// NewCron schedules r.RunAll "@every <every>". The run's deadline is the
+// NewCron schedules r.RunAll "@every <every>", claimed for the period
+// across the replicas on the database (runAll). The run's deadline is the
 // Reconciler's Deadline, cut to four fifths of the period when it is not
 // shorter than the period.
 func NewCron(r *Reconciler, every time.Duration, logger zerolog.Logger) (*Cron, error) {
@@ -50,7 +51,10 @@ func NewCron(r *Reconciler, every time.Duration, logger zerolog.Logger) (*Cron, 
 	if deadline >= every {
 		deadline = every * 4 / 5
 	}
-	c := &Cron{every: every, deadline: deadline, log: logger, run: r.RunAll}
+	c := &Cron{every: every, deadline: deadline, log: logger,
+		// Claimed: with several replicas on one database, each repository
+		// is reconciled by one of them a period.
+		run: func(ctx context.Context) (Summary, error) { return r.runAll(ctx, every) }}
 	c.base, c.cancel = context.WithCancel(context.Background())
 	cl := cronLogger{logger}
 	// Order matters: robfig's SkipIfStillRunning (v3.0.1) gives its token
