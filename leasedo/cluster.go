@@ -221,3 +221,14 @@ func (db *DB) NewerSchema(ctx context.Context) ([]migrations.Applied, error) {
 	}
 	return migrations.Newer(ctx, d, db.r.DB, migrations.LatestOf(d))
 }
+
+// LiveReplicas counts the replicas seen within ReplicaLive (0 when no
+// replica heartbeats: a process without the registry).
+func (s *Store) LiveReplicas(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.r.QueryRowContext(ctx, `SELECT count(*) FROM replicas WHERE seen_at >= ?`, s.now().UnixMilli()-ReplicaLive.Milliseconds()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count live replicas: %w", err)
+	}
+	return n, nil
+}

@@ -233,9 +233,15 @@ func TestHeartbeatCountsLiveReplicas(t *testing.T) {
 				t.Fatalf("Heartbeat(%s) = %d %v, want %d", name, n, err, want)
 			}
 		}
+		if n, err := b.LiveReplicas(ctx); n != 0 || err != nil {
+			t.Fatalf("LiveReplicas before any heartbeat = %d %v, want 0", n, err)
+		}
 		beat(a, "r1", 1)
 		beat(b, "r2", 2)
 		beat(b, "r3", 3)
+		if n, err := a.LiveReplicas(ctx); n != 3 || err != nil {
+			t.Fatalf("LiveReplicas = %d %v, want 3", n, err)
+		}
 		clk.Advance(ReplicaBeat)
 		beat(a, "r1", 3)
 		beat(b, "r2", 3)

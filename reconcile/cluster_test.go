@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,7 @@ func cronAcrossReplicas(t *testing.T, backend string) {
 	}
 	listings := func() int64 { return e.fc.EndpointStats()["apps.list-installations"].Requests }
 	run := func(r *Reconciler) Summary {
-		sum, err := r.runAll(e.ctx, every)
+		sum, err := r.RunAll(context.WithValue(e.ctx, claimKey{}, every)) // as the Cron runs it
 		if err != nil {
 			t.Fatalf("%s: %v (%+v)", r.by, err, sum)
 		}
@@ -127,5 +128,53 @@ func cronAcrossReplicas(t *testing.T, backend string) {
 		if won, err := store.ClaimReconcile(e.ctx, k, "late", every); won || err != nil {
 			t.Fatalf("%s: a claim within the period won (%v %v)", k, won, err)
 		}
+	}
+}
+
+// The Cron's start-up run: a replica alone on its database (a restart of
+// the one process on SQLite) catches up at once, though it reconciled
+// every repository minutes ago; with another replica alive it leaves
+// what was reconciled this period to the claims. Later runs are claimed.
+func TestCronStartupRunClaimsUnlessAlone(t *testing.T) {
+	for _, others := range []bool{false, true} {
+		t.Run(fmt.Sprintf("others_alive=%v", others), func(t *testing.T) {
+			e := newEnv(t)
+			const every = 5 * time.Minute
+			e.gh.AddRepo(tenant, "octo/a", "main")
+			e.gh.AddRepo(tenant, "octo/b", "main")
+			if err := e.store.Track(e.ctx, e.key("octo/a"), e.key("octo/b")); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []leasedo.Key{e.key("octo/a"), e.key("octo/b")} { // the last process, 2 minutes ago
+				if won, err := e.store.ClaimReconcile(e.ctx, k, "before-the-restart", every); !won || err != nil {
+					t.Fatal(won, err)
+				}
+			}
+			e.clock.Advance(2 * time.Minute)
+			if _, err := e.store.Heartbeat(e.ctx, "me"); err != nil {
+				t.Fatal(err)
+			}
+			if others {
+				if _, err := e.store.Heartbeat(e.ctx, "another"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := NewCron(e.r, every, e.cfg.Logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.tick() // the start-up run
+			sum, err := c.LastSummary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{false: 2, true: 0}[others]; sum.Reconciled != want || sum.Others != 2-want {
+				t.Fatalf("start-up run: %+v; want %d reconciled", sum, want)
+			}
+			c.tick() // a scheduled run within the period
+			if sum, _ := c.LastSummary(); sum.Reconciled != 0 || sum.Others != 2 {
+				t.Fatalf("the next run within the period: %+v; want both left to the claims", sum)
+			}
+		})
 	}
 }

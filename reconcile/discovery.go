@@ -101,12 +101,12 @@ func (r *Reconciler) discover(ctx context.Context, stops *tenantStops) *discover
 }
 
 // discoverOnce is discover as a singleton job of the replicas on one
-// database (every > 0, the Cron's period): the replica that runs it this
+// database (every >= 0, runAll's claim): the replica that runs it this
 // period records its findings (the installations' suspension, each
 // installation's repositories), and the others read them instead of
-// asking GitHub again. Without a period it is discover.
+// asking GitHub again. Unclaimed (every < 0) it is discover.
 func (r *Reconciler) discoverOnce(ctx context.Context, stops *tenantStops, every time.Duration) (*discovery, string) {
-	if every <= 0 {
+	if every < 0 {
 		d := r.discover(ctx, stops)
 		if !d.listed {
 			return d, ""

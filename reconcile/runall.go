@@ -79,16 +79,21 @@ const (
 // resyncs this pass. Per-repository errors are logged and counted; the
 // error returned says how many failed, or that the context ended.
 //
-// RunAll is not claimed: every repository is reconciled, whatever other
-// replicas did (the Cron's passes are: runAll).
-func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
-	return r.runAll(ctx, 0)
-}
-
-// runAll is RunAll; with a period (the Cron's), across the replicas on
+// Within a Cron's run (ClaimPeriod), RunAll is shared by the replicas on
 // one database: discovery runs on one replica a period (the others use
 // its findings), and each repository is reconciled by the replica that
-// claims it for the period (the others count it in Others).
+// claims it for the period (the others count it in Others). Called
+// otherwise, it reconciles every repository, whatever other replicas did.
+func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
+	every, claimed := ClaimPeriod(ctx)
+	if !claimed {
+		every = -1
+	}
+	return r.runAll(ctx, every)
+}
+
+// runAll is RunAll claimed for every (0: the claims always win, and are
+// recorded; negative: no claim).
 func (r *Reconciler) runAll(ctx context.Context, every time.Duration) (Summary, error) {
 	start := time.Now()
 	var sum Summary
@@ -172,13 +177,13 @@ func (r *Reconciler) runAll(ctx context.Context, every time.Duration) (Summary, 
 // counted as a failure: passes run on their own goroutines, out of reach of
 // the cron's recover.
 //
-// With a period, k is claimed first: a repository another replica
+// Claimed (every >= 0), k is claimed first: a repository another replica
 // reconciled this period is left to it (outOther).
 func (r *Reconciler) runOne(ctx context.Context, k leasedo.Key, resync bool, stops *tenantStops, every time.Duration) (out outcome, ans leasedo.ReconcileAnswer, err error) {
 	if ctx.Err() != nil {
 		return outUnfinished, ans, ctx.Err()
 	}
-	if every > 0 {
+	if every >= 0 {
 		won, err := r.store.ClaimReconcile(ctx, k, r.by, every)
 		switch {
 		case err != nil && ctx.Err() != nil:
