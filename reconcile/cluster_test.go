@@ -136,9 +136,23 @@ func cronAcrossReplicas(t *testing.T, backend string) {
 // every repository minutes ago; with another replica alive it leaves
 // what was reconciled this period to the claims. Later runs are claimed.
 func TestCronStartupRunClaimsUnlessAlone(t *testing.T) {
-	for _, others := range []bool{false, true} {
-		t.Run(fmt.Sprintf("others_alive=%v", others), func(t *testing.T) {
+	for _, c := range []struct {
+		backend string
+		others  bool
+		want    int // reconciled by the start-up run
+	}{
+		{"postgres", false, 2},
+		{"postgres", true, 0},
+		{"sqlite", true, 2}, // one process to a SQLite file: always alone
+	} {
+		others := c.others
+		t.Run(fmt.Sprintf("%s/others_alive=%v", c.backend, others), func(t *testing.T) {
 			e := newEnv(t)
+			if c.backend == "postgres" {
+				e.path = pgtest.URL(t)
+				e.openDB()
+				e.newReconciler()
+			}
 			const every = 5 * time.Minute
 			e.gh.AddRepo(tenant, "octo/a", "main")
 			e.gh.AddRepo(tenant, "octo/b", "main")
@@ -159,20 +173,20 @@ func TestCronStartupRunClaimsUnlessAlone(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c, err := NewCron(e.r, every, e.cfg.Logger)
+			cron, err := NewCron(e.r, every, e.cfg.Logger)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.tick() // the start-up run
-			sum, err := c.LastSummary()
+			cron.tick() // the start-up run
+			sum, err := cron.LastSummary()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := map[bool]int{false: 2, true: 0}[others]; sum.Reconciled != want || sum.Others != 2-want {
+			if want := c.want; sum.Reconciled != want || sum.Others != 2-want {
 				t.Fatalf("start-up run: %+v; want %d reconciled", sum, want)
 			}
-			c.tick() // a scheduled run within the period
-			if sum, _ := c.LastSummary(); sum.Reconciled != 0 || sum.Others != 2 {
+			cron.tick() // a scheduled run within the period
+			if sum, _ := cron.LastSummary(); sum.Reconciled != 0 || sum.Others != 2 {
 				t.Fatalf("the next run within the period: %+v; want both left to the claims", sum)
 			}
 		})

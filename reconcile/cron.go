@@ -58,6 +58,9 @@ func NewCron(r *Reconciler, every time.Duration, logger zerolog.Logger) (*Cron, 
 	}
 	c := &Cron{every: every, deadline: deadline, log: logger, run: r.RunAll, first: true,
 		alone: func(ctx context.Context) bool {
+			if !r.store.DB().Postgres() {
+				return true // one process to a SQLite file
+			}
 			n, err := r.store.LiveReplicas(ctx)
 			return err != nil || n <= 1
 		}}
