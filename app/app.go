@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +41,11 @@ type Config struct {
 	// this long after its push (0: the default hour; negative: never).
 	CheckTimeout time.Duration
 	RecordDir    string
-	Retention    time.Duration // processed deliveries kept this long (0: 72h)
+	// Replica names this process among several on one database: leases
+	// it holds say "<replica>/worker" (held_by), its log lines carry it,
+	// and GitHub's User-Agent names it. Default: host name and process id.
+	Replica   string
+	Retention time.Duration // processed deliveries kept this long (0: 72h)
 	// BodyRetention: the payloads of applied deliveries are kept this long
 	// (0: 24h; at most Retention); their rows, events and audit stay.
 	BodyRetention time.Duration
@@ -117,6 +122,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// DefaultReplica is a process's name when --replica is not set: the host
+// name and the process id, unique among processes on one database.
+func DefaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "mergegate"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
 // App is a running mergegate: store, inbox, engine, cron and listeners.
 type App struct {
 	cfg        Config
@@ -148,6 +163,7 @@ type App struct {
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
+	cluster  *cluster    // this replica among those on the database (cluster.go)
 	secrets  string      // webhook secrets in use (flags, env or credentials file)
 	rec      *Recorder   // --record
 	setup    *setupFlow  // nil when the App had credentials at start
@@ -162,6 +178,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = leasedo.SystemClock{}
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = DefaultReplica()
 	}
 	a := &App{cfg: cfg, log: log, Metrics: NewMetrics()}
 	db, err := leasedo.Open(ctx, cfg.DB, leasedo.Options{Sync: cfg.Sync, OnConvert: LogConversion(log, cfg.DB)})
@@ -385,6 +404,7 @@ func (a *App) Start() error {
 	a.started = true
 	eng, cron, github := a.Engine, a.Cron, a.Forge != nil
 	a.mu.Unlock()
+	a.cluster = a.startCluster()
 	if err := eng.Start(); err != nil {
 		return err
 	}
@@ -433,6 +453,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 		cron.Stop(ctx)
 	}
 	eng.Stop()
+	a.cluster.stop(ctx)
 	a.closeStore()
 	a.log.Info().Msg("mergegate stopped")
 	return errors.Join(errs...)

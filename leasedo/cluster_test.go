@@ -177,6 +177,7 @@ func TestRunJobRenewsItsLease(t *testing.T) {
 	onBackends(t, func(t *testing.T) {
 		ctx := context.Background()
 		a, clk := newStore(t)
+		a.renewClock = clk // renewals on the test's clock, not the wall's
 		b := secondReplica(t, a, clk)
 		jk := JobKey(JobRedeliver)
 		renewed := func() bool { // renewed now, and the next renewal's timer set
