@@ -229,10 +229,22 @@ func applySet(ctx context.Context, d Dialect, db *sql.DB, conn execer, set []Mig
 		// Every step this binary knows was applied before the newer ones.
 		return from, from, nil
 	}
-	if err := ensureVersionTable(ctx, d, conn); err != nil {
+	// What is applied already is read first, outside any write
+	// transaction: processes opening one file together then contend for
+	// the writer only over what is left (each step checked again inside).
+	if cols, err := versionColumns(ctx, d, db); err != nil || !cols["compatible"] || !cols["applied_by"] {
+		if err := ensureVersionTable(ctx, d, conn); err != nil {
+			return from, 0, err
+		}
+	}
+	applied, err := appliedVersions(ctx, d, db)
+	if err != nil {
 		return from, 0, err
 	}
 	for _, m := range set {
+		if applied[m.Version] {
+			continue
+		}
 		if err := applyOne(ctx, d, conn, m); err != nil {
 			return from, 0, err
 		}
@@ -276,6 +288,24 @@ func newer(ctx context.Context, d Dialect, db *sql.DB, latest int) ([]Applied, e
 		}
 		a.Compatible = compat != 0
 		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// appliedVersions are the versions recorded in db (none for a new one).
+func appliedVersions(ctx context.Context, d Dialect, db *sql.DB) (map[int]bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_version`)
+	if err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read schema versions: %w", err)
+		}
+		out[v] = true
 	}
 	return out, rows.Err()
 }

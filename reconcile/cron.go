@@ -58,7 +58,7 @@ func NewCron(r *Reconciler, every time.Duration, logger zerolog.Logger) (*Cron, 
 	}
 	c := &Cron{every: every, deadline: deadline, log: logger, run: r.RunAll, first: true,
 		alone: func(ctx context.Context) bool {
-			if !r.store.DB().Postgres() {
+			if r.store == nil || !r.store.DB().Postgres() {
 				return true // one process to a SQLite file
 			}
 			n, err := r.store.LiveReplicas(ctx)
