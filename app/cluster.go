@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,7 @@ type cluster struct {
 	live atomic.Int64 // replicas alive at the last heartbeat (0 before)
 
 	stopc, done chan struct{}
+	stopOnce    sync.Once
 	beats       int
 	schema      string // the newer schema versions last logged
 }
@@ -87,16 +89,19 @@ func (c *cluster) beat(ctx context.Context) {
 }
 
 // stop stops the heartbeats and takes this replica out of the registry,
-// so that the others' next heartbeat gives them its share.
+// so that the others' next heartbeat gives them its share. Once: a
+// second Shutdown does nothing more.
 func (c *cluster) stop(ctx context.Context) {
 	if c == nil {
 		return
 	}
-	close(c.stopc)
-	<-c.done
-	if err := c.a.Store.LeaveCluster(ctx, c.name); err != nil {
-		c.a.log.Warn().Err(err).Str("replica", c.name).Msg("leaving the replica registry failed; the others count this replica for 30 s more")
-	}
+	c.stopOnce.Do(func() {
+		close(c.stopc)
+		<-c.done
+		if err := c.a.Store.LeaveCluster(ctx, c.name); err != nil {
+			c.a.log.Warn().Err(err).Str("replica", c.name).Msg("leaving the replica registry failed; the others count this replica for 30 s more")
+		}
+	})
 }
 
 // replicas is the live replicas at the last heartbeat (0: none yet).
