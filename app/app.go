@@ -42,7 +42,7 @@ type Config struct {
 	CheckTimeout time.Duration
 	RecordDir    string
 	// Replica names this process among several on one database: leases
-	// it holds say "<replica>/worker" (held_by), its log lines carry it,
+	// it holds say "<replica>/worker" (held_by), the start line says it,
 	// and GitHub's User-Agent names it. Default: host name and process id.
 	Replica   string
 	Retention time.Duration // processed deliveries kept this long (0: 72h)
@@ -264,10 +264,11 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	var eng *Engine
 	rec := reconcile.New(reconcile.Config{
 		Store: a.Store, Forge: fc, Syncer: syncer, Options: opts, Logger: log, Clock: a.cfg.Clock,
+		By:       cfg.Replica + "/cron",
 		OnChange: func(k leasedo.Key) { eng.Kick(k) },
 	})
 	eng = NewEngine(EngineConfig{
-		Store: a.Store, Syncer: syncer, Options: opts,
+		Store: a.Store, Syncer: syncer, Options: opts, By: cfg.Replica + "/worker",
 		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics, Retention: cfg.Retention,
 		BodyRetention: cfg.BodyRetention,
 		OnTracked: func(keys []leasedo.Key) {
@@ -415,7 +416,7 @@ func (a *App) Start() error {
 	// with --record, into which folder it records (no record key: it does
 	// not record).
 	start := withNonEmpty(a.log.With(), "version", a.cfg.Version, "commit", a.cfg.Commit).
-		Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).Str("db", a.Store.DB().Describe())
+		Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).Str("db", a.Store.DB().Describe()).Str("replica", a.cfg.Replica)
 	start = withNonEmpty(start, "record", a.cfg.RecordDir)
 	slog := start.Logger()
 	slog.Info().Bool("github", github).Bool("setup", a.setup != nil).Msg("mergegate listening")

@@ -58,6 +58,8 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	unlisten func() // the store's release callbacks, from Start to Stop
+
 	mu      sync.Mutex
 	workers map[leasedo.Key]*worker
 	wg      sync.WaitGroup
@@ -69,6 +71,9 @@ type worker struct {
 	key  leasedo.Key
 	wake chan struct{}
 	busy bool // woken, in a pass, or a retry is scheduled (guarded by Engine.mu)
+	// held: the last pass found the lease held by someone else, and its
+	// release is to wake the worker (guarded by Engine.mu).
+	held bool
 }
 
 // NewEngine returns an engine; Start runs it.
@@ -110,6 +115,11 @@ func (e *Engine) Start() error {
 	e.mu.Lock()
 	e.started = true
 	e.mu.Unlock()
+	// A lease given back (by this process, or on PostgreSQL by any
+	// replica) wakes the worker that found it held, instead of its retry;
+	// when the database's notifications may have been missed (its
+	// listening connection came back), the sweep runs at once.
+	e.unlisten = e.store.DB().OnRelease(e.wake, func() { go e.sweep(e.ctx) })
 	for _, k := range keys {
 		e.Kick(k)
 	}
@@ -127,6 +137,9 @@ func (e *Engine) Stop() {
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
+	if e.unlisten != nil {
+		e.unlisten()
+	}
 	e.cancel()
 	e.wg.Wait()
 }
@@ -154,6 +167,28 @@ func (e *Engine) Kick(k leasedo.Key) {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wake wakes k's worker if it waits for k's lease, which was just given
+// back (by someone else: a worker's own release wakes nothing).
+func (e *Engine) wake(k leasedo.Key) {
+	e.mu.Lock()
+	w := e.workers[k]
+	waiting := w != nil && w.held
+	e.mu.Unlock()
+	if waiting {
+		e.Kick(k)
+	}
+}
+
+// heldBy notes that k's lease was found held by someone else: its
+// release wakes k's worker.
+func (e *Engine) heldBy(k leasedo.Key) {
+	e.mu.Lock()
+	if w := e.workers[k]; w != nil {
+		w.held = true
+	}
+	e.mu.Unlock()
 }
 
 // kickIdle starts a worker for k unless one runs: a running worker has a
@@ -220,6 +255,9 @@ func (e *Engine) run(w *worker) {
 			continue
 		}
 		stopRetry() // a wake-up runs the pass the retry was for
+		e.mu.Lock()
+		w.held = false
+		e.mu.Unlock()
 		d := e.sync(w.key)
 		if d > 0 {
 			retry = e.clock.NewTimer(d)
@@ -262,17 +300,26 @@ func (e *Engine) housekeeping() {
 		case <-e.ctx.Done():
 			return
 		case <-sweep.C:
-			keys, err := e.store.DueKeys(e.ctx)
-			if err != nil {
-				e.log.Error().Err(err).Msg("sweep for due work")
-				continue
-			}
-			for _, k := range keys {
-				e.kickIdle(k)
-			}
+			e.sweep(e.ctx)
 		case <-prune.C:
 			e.pruneOnce(e.ctx) // one replica at a time (cluster.go)
 		}
+	}
+}
+
+// sweep starts a worker for each repository with due work and none: on
+// PostgreSQL that is also work other replicas left (a dead one's) or
+// whose wake-up was lost.
+func (e *Engine) sweep(ctx context.Context) {
+	keys, err := e.store.DueKeys(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error().Err(err).Msg("sweep for due work")
+		}
+		return
+	}
+	for _, k := range keys {
+		e.kickIdle(k)
 	}
 }
 
@@ -320,12 +367,13 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 	if k.Repo == "" || e.syncer == nil || ctx.Err() != nil {
 		return retry // no GitHub: gates wait (said once at start)
 	}
-	l, err := e.store.Acquire(ctx, k, "worker")
+	l, err := e.store.Acquire(ctx, k, e.cfg.By)
 	if err != nil {
 		var le *leasedo.LockedError
 		if errors.As(err, &le) {
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
-			return minRetry(retry, clamp(le.ExpiresIn, 50*time.Millisecond, time.Second))
+			e.heldBy(k)
+			return minRetry(retry, heldRetry(le))
 		}
 		if ctx.Err() == nil {
 			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("acquire lease")
@@ -365,6 +413,14 @@ func (e *Engine) retryAfter(k leasedo.Key, err error) time.Duration {
 	}
 	log.Error().Err(err).Msg("queue step failed; retrying in a minute (operator: check the App's permissions and installation)")
 	return time.Minute
+}
+
+// heldRetry is when to try again a repository whose lease someone else
+// holds: when it expires, at the latest in 5 s, at the earliest in 50 ms
+// (another replica's claim, held for one transaction, has no expiry). Its
+// release wakes the worker sooner (Engine.wake).
+func heldRetry(le *leasedo.LockedError) time.Duration {
+	return clamp(le.ExpiresIn, 50*time.Millisecond, 5*time.Second)
 }
 
 // minRetry is the sooner of two retry delays, where 0 means none.

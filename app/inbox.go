@@ -28,7 +28,7 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 	policy := leasedo.DrainPolicy{MaxAttempts: e.cfg.MaxAttempts} // backoff 1 s, 2 s, 4 s, ...
 	for ctx.Err() == nil {
 		preps := map[int64]prepared{}
-		res, err := e.store.Drain(ctx, k, "worker", applyBatch, func(d leasedo.Delivery) (leasedo.Batch, error) {
+		res, err := e.store.Drain(ctx, k, e.cfg.By, applyBatch, func(d leasedo.Delivery) (leasedo.Batch, error) {
 			p, err := e.prepare(d)
 			preps[d.Seq] = p
 			return p.b, err
@@ -39,7 +39,8 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 			// Held by the cron, an operator or another process: the
 			// deliveries stay pending and are retried, never dropped.
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
-			return clamp(le.ExpiresIn, 50*time.Millisecond, time.Second)
+			e.heldBy(k)
+			return heldRetry(le)
 		case err != nil:
 			if ctx.Err() == nil {
 				e.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("deliveries left pending; will retry")
