@@ -66,7 +66,9 @@ func TestAcquireRaceOneWinner(t *testing.T) {
 				if !errors.As(err, &le) && !errors.Is(err, errContended) {
 					t.Fatalf("round %d: a loser got %v, want locked", round, err)
 				}
-				if le != nil && le.HeldBy != won[0].By {
+				// Locked by the winner, or (the claim still held by the
+				// winner's transaction after a few tries) by "another replica".
+				if le != nil && le.HeldBy != won[0].By && le.HeldBy != busy(k).HeldBy {
 					t.Errorf("round %d: locked by %q, want the winner %q", round, le.HeldBy, won[0].By)
 				}
 			}

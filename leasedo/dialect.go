@@ -236,7 +236,7 @@ func isIdentByte(c byte) bool {
 func isPostgresStorageError(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return pe.Code != "57014" && pe.Code[:2] != "40" && isPostgresFault(err)
+		return pe.Code != "57014" && pe.Code != "55P03" && pe.Code[:2] != "40" && isPostgresFault(err)
 	}
 	return isPostgresFault(err)
 }
@@ -257,7 +257,9 @@ func isPostgresFault(err error) bool {
 			"XX": // internal error, data corrupted
 			return true
 		}
-		return pe.Code == "25006" // read_only_sql_transaction: a standby
+		// read_only_sql_transaction: a standby; lock_not_available: a
+		// lock held past lock_timeout (a replica stopped in a transaction)
+		return pe.Code == "25006" || pe.Code == "55P03"
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {

@@ -89,6 +89,10 @@ func (s *Store) Drain(ctx context.Context, k Key, by string, limit int, prepare 
 		return err
 	})
 	switch {
+	case isLockTimeout(err):
+		// A row of k's (its lease) locked past lock_timeout: a replica
+		// stopped inside its transaction. The deliveries wait.
+		return Drain{}, busy(k)
 	case err != nil:
 		return Drain{}, err
 	case locked != nil:

@@ -1,6 +1,7 @@
 package leasedo
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -94,18 +95,45 @@ func getLease(ctx context.Context, q querier, k Key) (*leaseRow, error) {
 // on PostgreSQL another replica may, and its write makes this one match
 // no row (the second waits for the first's commit, then finds the row
 // changed), so this one reads the lease again and answers locked:
-// exactly one of racing acquirers wins. On PostgreSQL it first claims the
-// repository (waitClaim), so that no replica applies k's deliveries while
-// it takes the lease; a claim held elsewhere is waited for (one short
-// transaction), and then the lease is read as that transaction left it.
+// exactly one of racing acquirers wins.
+//
+// On PostgreSQL it first claims the repository (claimKey), so that no
+// replica applies k's deliveries while it takes the lease. The claim is
+// tried, never waited for inside the transaction (a replica stopped in
+// its own would hold this one's writer, and its webhooks, for as long):
+// one held elsewhere is tried again a few times over about 75 ms, outside
+// any transaction, so that a racing acquirer that lost is usually told
+// who won; after that, or when the lease row stays locked past
+// lock_timeout, the answer is locked by "another replica".
 func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
+	for attempt := 0; ; attempt++ {
+		l, err := s.acquire(ctx, k, by)
+		switch {
+		case errors.Is(err, errClaimed) && attempt < 4:
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(5 * time.Millisecond << attempt):
+			}
+			continue
+		case errors.Is(err, errClaimed) || isLockTimeout(err):
+			return nil, busy(k)
+		}
+		return l, err
+	}
+}
+
+// errClaimed: another replica's transaction holds the repository's claim.
+var errClaimed = errors.New("claimed by another replica's transaction")
+
+func (s *Store) acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	now := s.now()
 	l := &Lease{Key: k, By: by, Acquired: now}
 	var locked *LockedError // answered after the commit (of a clamped ts)
 	err := s.db.write(ctx, func(tx *wtx) error {
 		if tx.pg {
-			if err := waitClaim(ctx, tx, k); err != nil {
-				return err
+			if ok, err := claimKey(ctx, tx, k); err != nil || !ok {
+				return cmp.Or(err, errClaimed)
 			}
 		}
 		for attempt := 0; ; attempt++ {

@@ -157,9 +157,8 @@ func (db *DB) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) bool {
 
 // claimKey is a PostgreSQL transaction's claim on k's repository: a
 // transaction-scoped advisory lock, tried without waiting (as FOR UPDATE
-// SKIP LOCKED would). Applying deliveries (Drain) tries it, taking a
-// lease (Acquire) waits for it, so across replicas they exclude each
-// other: a drain never applies deliveries while another replica takes the
+// SKIP LOCKED would). Applying deliveries (Drain) and taking a lease
+// (Acquire) try it, so across replicas they exclude each other: a drain never applies deliveries while another replica takes the
 // lease, and two replicas never drain one repository at once. The lock is given back at commit or rollback, so a
 // replica that dies holds nothing. A lease row could not serve as the
 // claim: it exists only while a lease is held (the protocol deletes it on
@@ -168,15 +167,6 @@ func claimKey(ctx context.Context, tx *wtx, k Key) (bool, error) {
 	var ok bool
 	err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?)`, claimID(k)).Scan(&ok)
 	return ok, err
-}
-
-// waitClaim is claimKey waiting for the claim: taking a lease (Acquire)
-// waits out another replica's drain or acquire of k, one short
-// transaction, and then reads the lease as it left it, so a racing
-// acquirer that lost is told who won.
-func waitClaim(ctx context.Context, tx *wtx, k Key) error {
-	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, claimID(k))
-	return err
 }
 
 // claimID is k's advisory lock: any bigint serves, kept positive for

@@ -74,6 +74,34 @@ func configureFaults(cfg *pgxpool.Config) {
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = pgPingTimeout
 	}
+	// A replica stopped inside a transaction (SIGSTOP, a frozen VM) keeps
+	// its locks: the repository's claim, its lease row. The others' next
+	// statement on them waits at most lock_timeout and fails (a lease
+	// answered locked, deliveries left pending), so their writer, which
+	// their webhooks' commits share, is not held up; and the server ends
+	// the stopped replica's session once idle in its transaction that
+	// long, which gives its locks back. mergegate never waits inside a
+	// transaction (none spans a call to GitHub): its transactions take
+	// milliseconds. Settings in the DSN win.
+	for name, v := range map[string]string{"lock_timeout": pgLockTimeout, "idle_in_transaction_session_timeout": pgIdleInTransaction} {
+		if _, set := cc.RuntimeParams[name]; !set {
+			cc.RuntimeParams[name] = v
+		}
+	}
+}
+
+// The session settings configureFaults gives mergegate's connections.
+const (
+	pgLockTimeout       = "2s"
+	pgIdleInTransaction = "10s"
+)
+
+// isLockTimeout reports whether err is a statement that waited longer
+// than lock_timeout for a lock (SQLSTATE 55P03): another session holds
+// it, stuck or slow; not a fault of the storage.
+func isLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
 // isConnLost reports whether err says the connection to PostgreSQL is

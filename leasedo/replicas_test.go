@@ -263,3 +263,73 @@ func waitSignal(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("waited 15 s for %s", what)
 	}
 }
+
+// A replica stopped inside a transaction (SIGSTOP) holds its locks: the
+// repository's claim and its lease row. The other replicas are answered
+// locked within lock_timeout instead of waiting for it, deliveries still
+// commit meanwhile, and the stopped session is ended by the server once
+// idle in its transaction for idle_in_transaction_session_timeout.
+func TestReplicaStoppedInATransactionHoldsNobodyUp(t *testing.T) {
+	// PostgreSQL's alone: on SQLite one writer holds the file's lock, and
+	// a process stopped holding it stops every other (its busy timeout).
+	t.Run("postgres", func(t *testing.T) {
+		ctx := context.Background()
+		a, clk := newStore(t)
+		b := secondReplica(t, a, clk)
+		for name, want := range map[string]string{"lock_timeout": pgLockTimeout, "idle_in_transaction_session_timeout": pgIdleInTransaction} {
+			var got string
+			if err := b.db.r.QueryRowContext(ctx, "SHOW "+name).Scan(&got); err != nil || got != want {
+				t.Fatalf("%s = %q %v, want %s", name, got, err, want)
+			}
+		}
+		l, err := a.Acquire(ctx, key, "replica-a/worker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(31 * time.Second) // a's lease is stale: b may take it over
+		// Replica a stopped in the middle of a write under its lease:
+		// the repository claimed, the lease row locked, never committed.
+		stuck, err := a.db.w.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stuck.Rollback() //nolint:errcheck
+		if _, err := stuck.ExecContext(ctx, rebind(`SELECT pg_advisory_xact_lock(?)`), claimID(key)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stuck.ExecContext(ctx, rebind(`UPDATE leases SET ts = ts WHERE tenant = ? AND repo = ? AND token = ?`), key.Tenant, key.Repo, l.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Acquire(ctx, key, "replica-b/worker"); !IsLocked(err) {
+			t.Fatalf("acquire while a stopped replica holds the claim: %v, want locked", err)
+		}
+		in := b.NewInbox(0)
+		defer in.Close()
+		enqueueJoins(t, in, key, 1)
+		if _, err := b.Drain(ctx, key, "replica-b/worker", 4, decodeEvent, DrainPolicy{}); !IsLocked(err) {
+			t.Fatalf("drain while a stopped replica holds the claim: %v, want locked", err)
+		}
+		// Without the claim, the lease row alone: b's takeover waits
+		// lock_timeout, then is answered locked; its writer is free again.
+		if _, err := stuck.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+			t.Fatal(err)
+		}
+		stuck2, err := a.db.w.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stuck2.Rollback() //nolint:errcheck
+		stuck.Rollback() //nolint:errcheck
+		if _, err := stuck2.ExecContext(ctx, rebind(`UPDATE leases SET ts = ts WHERE tenant = ? AND repo = ? AND token = ?`), key.Tenant, key.Repo, l.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Acquire(ctx, key, "replica-b/worker"); !IsLocked(err) {
+			t.Fatalf("takeover of a lease row locked by a stopped replica: %v, want locked after lock_timeout", err)
+		}
+		enqueueJoins(t, in, key, 2) // webhooks still commit
+		stuck2.Rollback()           //nolint:errcheck
+		if _, err := b.Acquire(ctx, key, "replica-b/worker"); err != nil {
+			t.Fatalf("takeover once the stopped transaction ended: %v", err)
+		}
+	})
+}

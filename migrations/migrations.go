@@ -482,8 +482,18 @@ func ApplyPostgresSet(ctx context.Context, db *sql.DB, set []Migration) (from, t
 		return 0, 0, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Close()
+	// Another replica's migration may take its time: wait for it whatever
+	// the session's lock_timeout (mergegate's connections have one), then
+	// go back to it, so that a step's DDL does not queue behind a stuck
+	// transaction (and every statement behind itself) for long.
+	if _, err := conn.ExecContext(ctx, `SET lock_timeout = 0`); err != nil {
+		return 0, 0, fmt.Errorf("migrate: %w", err)
+	}
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(postgresLockKey)); err != nil {
 		return 0, 0, fmt.Errorf("migrate: advisory lock: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `RESET lock_timeout`); err != nil {
+		return 0, 0, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(postgresLockKey)) //nolint:errcheck // the session's end releases it too
 	return applySet(ctx, Postgres, db, conn, set)
