@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +41,11 @@ type Config struct {
 	// this long after its push (0: the default hour; negative: never).
 	CheckTimeout time.Duration
 	RecordDir    string
-	Retention    time.Duration // processed deliveries kept this long (0: 72h)
+	// Replica names this process among several on one database: leases
+	// it holds say "<replica>/worker" (held_by), its log lines carry it,
+	// and GitHub's User-Agent names it. Default: host name and process id.
+	Replica   string
+	Retention time.Duration // processed deliveries kept this long (0: 72h)
 	// BodyRetention: the payloads of applied deliveries are kept this long
 	// (0: 24h; at most Retention); their rows, events and audit stay.
 	BodyRetention time.Duration
@@ -117,6 +122,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// DefaultReplica is a process's name when --replica is not set: the host
+// name and the process id, unique among processes on one database.
+func DefaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "mergegate"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
 // App is a running mergegate: store, inbox, engine, cron and listeners.
 type App struct {
 	cfg        Config
@@ -162,6 +177,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = leasedo.SystemClock{}
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = DefaultReplica()
 	}
 	a := &App{cfg: cfg, log: log, Metrics: NewMetrics()}
 	db, err := leasedo.Open(ctx, cfg.DB, leasedo.Options{Sync: cfg.Sync, OnConvert: LogConversion(log, cfg.DB)})
@@ -245,10 +263,11 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	var eng *Engine
 	rec := reconcile.New(reconcile.Config{
 		Store: a.Store, Forge: fc, Syncer: syncer, Options: opts, Logger: log, Clock: a.cfg.Clock,
+		By:       cfg.Replica + "/cron",
 		OnChange: func(k leasedo.Key) { eng.Kick(k) },
 	})
 	eng = NewEngine(EngineConfig{
-		Store: a.Store, Syncer: syncer, Options: opts,
+		Store: a.Store, Syncer: syncer, Options: opts, By: cfg.Replica + "/worker",
 		Clock: cfg.Clock, Logger: log, Metrics: a.Metrics, Retention: cfg.Retention,
 		BodyRetention: cfg.BodyRetention,
 		OnTracked: func(keys []leasedo.Key) {
@@ -395,7 +414,7 @@ func (a *App) Start() error {
 	// with --record, into which folder it records (no record key: it does
 	// not record).
 	start := withNonEmpty(a.log.With(), "version", a.cfg.Version, "commit", a.cfg.Commit).
-		Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).Str("db", a.Store.DB().Describe())
+		Str("addr", a.publicLn.Addr().String()).Str("admin_addr", a.adminLn.Addr().String()).Str("db", a.Store.DB().Describe()).Str("replica", a.cfg.Replica)
 	start = withNonEmpty(start, "record", a.cfg.RecordDir)
 	slog := start.Logger()
 	slog.Info().Bool("github", github).Bool("setup", a.setup != nil).Msg("mergegate listening")

@@ -25,6 +25,9 @@ type EngineConfig struct {
 	Options rules.Options
 	Clock   leasedo.Clock
 	Logger  zerolog.Logger
+	// By is the holder's name in the leases the engine takes (held_by):
+	// "<replica>/worker" (default "worker").
+	By string
 	// MaxAttempts before a delivery that keeps failing is marked failed.
 	MaxAttempts int
 	// Retention of processed deliveries before they are pruned.
@@ -72,6 +75,9 @@ type worker struct {
 func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = leasedo.SystemClock{}
+	}
+	if cfg.By == "" {
+		cfg.By = "worker"
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -314,7 +320,7 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 	if k.Repo == "" || e.syncer == nil || ctx.Err() != nil {
 		return retry // no GitHub: gates wait (said once at start)
 	}
-	l, err := e.store.Acquire(ctx, k, "worker")
+	l, err := e.store.Acquire(ctx, k, e.cfg.By)
 	if err != nil {
 		var le *leasedo.LockedError
 		if errors.As(err, &le) {

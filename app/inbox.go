@@ -28,7 +28,7 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 	policy := leasedo.DrainPolicy{MaxAttempts: e.cfg.MaxAttempts} // backoff 1 s, 2 s, 4 s, ...
 	for ctx.Err() == nil {
 		preps := map[int64]prepared{}
-		res, err := e.store.Drain(ctx, k, "worker", applyBatch, func(d leasedo.Delivery) (leasedo.Batch, error) {
+		res, err := e.store.Drain(ctx, k, e.cfg.By, applyBatch, func(d leasedo.Delivery) (leasedo.Batch, error) {
 			p, err := e.prepare(d)
 			preps[d.Seq] = p
 			return p.b, err

@@ -42,6 +42,7 @@ var serveSettings = []setting{
 	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
 	{"body-retention", "MERGEGATE_BODY_RETENTION", "24h", "how long the payloads of applied deliveries are kept (their rows, events and audit stay for --retention; at most --retention)"},
 	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", strconv.Itoa(app.DefaultRedeliverBudget), "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
+	{"replica", "MERGEGATE_REPLICA", "", "this process's name among several replicas on one PostgreSQL database: in leases (held_by), logs and GitHub's User-Agent (default HOST-PID)"},
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
@@ -236,7 +237,7 @@ func (v values) parseAppConfig() (app.Config, error) {
 		Addr: v["addr"], AdminAddr: v["admin-addr"], DB: v["db"], Sync: v["sync"],
 		WebhookSecret: v["webhook-secret"], PrivateKeyPath: v["private-key"], GitHubURL: v["github-url"],
 		AdminToken: v["admin-token"], TriggerLabel: v["trigger-label"], MergeMethod: v["merge-method"],
-		RecordDir: v["record"],
+		RecordDir: v["record"], Replica: v["replica"],
 	}
 	var err error
 	dur := func(name string) time.Duration {
