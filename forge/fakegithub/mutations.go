@@ -30,8 +30,19 @@ type Mutation struct {
 }
 
 type mutationLog struct {
-	mu  sync.Mutex
-	all []Mutation
+	mu       sync.Mutex
+	all      []Mutation
+	inFlight map[string]int // replica -> its requests (reads too) being served
+}
+
+// InFlightOf returns how many requests (reads too) of replica (as its
+// User-Agent names it, see ReplicaOf) are being served right now: a test
+// that stops a replica can wait for a moment it is in the middle of a
+// pass.
+func (s *Server) InFlightOf(replica string) int {
+	s.muts.mu.Lock()
+	defer s.muts.mu.Unlock()
+	return s.muts.inFlight[replica]
 }
 
 // Mutations returns every mutating request answered so far, in the order
@@ -44,16 +55,29 @@ func (s *Server) Mutations() []Mutation {
 
 // trackMutation starts the record of r when it is a mutation: the returned
 // writer notes the status, and done, deferred, writes the record.
+// It counts every request in InFlightOf meanwhile.
 func (s *Server) trackMutation(w http.ResponseWriter, r *http.Request, route string) (http.ResponseWriter, func()) {
+	replica := ReplicaOf(r.UserAgent())
+	s.muts.mu.Lock()
+	if s.muts.inFlight == nil {
+		s.muts.inFlight = map[string]int{}
+	}
+	s.muts.inFlight[replica]++
+	s.muts.mu.Unlock()
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return w, func() {}
+		return w, func() {
+			s.muts.mu.Lock()
+			s.muts.inFlight[replica]--
+			s.muts.mu.Unlock()
+		}
 	}
 	m := Mutation{Method: r.Method, Route: route, Path: r.URL.Path, Repo: repoOfPath(strings.TrimPrefix(r.URL.Path, s.prefix)),
-		Replica: ReplicaOf(r.UserAgent()), UserAgent: r.UserAgent(), Start: time.Now()}
+		Replica: replica, UserAgent: r.UserAgent(), Start: time.Now()}
 	sw := &statusWriter{ResponseWriter: w}
 	return sw, func() {
 		m.Status, m.End = sw.status, time.Now()
 		s.muts.mu.Lock()
+		s.muts.inFlight[replica]--
 		s.muts.all = append(s.muts.all, m)
 		s.muts.mu.Unlock()
 	}
