@@ -285,7 +285,7 @@ func newReplicaWorld(t *testing.T, dsn string) *replicaWorld {
 		w.servers = append(w.servers, testkit.StartServer(t, binPath,
 			"--db", dsn, "--webhook-secret", e2eSecret,
 			"--app-id", strconv.FormatInt(gh.AppID(), 10), "--private-key", keyPath,
-			"--lease-ttl", replicaTTL.String(), "--lease-dead", (3 * replicaTTL).String(),
+			"--lease-ttl", replicaTTL.String(), "--lease-dead", (3*replicaTTL).String(),
 			"--reconcile-every", "1h", "--github-url", gh.URL(), "--replica", name))
 	}
 	return w
