@@ -153,6 +153,8 @@ type replicaWorld struct {
 	tenantOf map[string]string
 	plan     map[string][]replicaDelivery // repo -> its deliveries in arrival order
 	byID     map[string]replicaDelivery
+	mu       sync.Mutex
+	green    map[string]bool // shas whose check passed on GitHub
 }
 
 func replicaRound(t *testing.T, fault replicaFault) {
@@ -174,9 +176,16 @@ func replicaRound(t *testing.T, fault replicaFault) {
 		held = w.leasesHeldBy(name)
 		t.Logf("killed %s at %s, half-way through the burst; it held the leases of %d repositories", name, tFault.Format("15:04:05.000"), len(held))
 	case faultPause:
-		// In the middle of a pass: while it has a GitHub request out.
-		for until := time.Now().Add(2 * time.Second); w.gh.InFlightOf(name) == 0 && time.Now().Before(until); {
-			time.Sleep(time.Millisecond)
+		// In the middle of a pass, between reading GitHub and acting on
+		// what it read: while it reads the combined status of a head
+		// whose check passed, the last fact it reads before it merges it.
+		// (Failing such a moment within 3 s: while it has any request out.)
+		for start := time.Now(); !w.aboutToMerge(name); {
+			if waited := time.Since(start); waited > 3*time.Second && (len(w.gh.InFlightOf(name)) > 0 || waited > 5*time.Second) {
+				t.Logf("%s read no passed head's status within 3s: stopped at another moment", name)
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
 		}
 		b.down.Store(int32(hurt))
 		tFault = time.Now()
@@ -220,9 +229,9 @@ func replicaRound(t *testing.T, fault replicaFault) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if fault == faultPause {
-		// Time for a stale pass to show itself: the resumed replica's
-		// retries and sweeps run within a TTL and a sweep.
-		time.Sleep(replicaTTL + replicaSweep)
+		// Time for a stale pass to show itself: it goes on at once (it
+		// was stopped in the middle of one).
+		time.Sleep(2 * time.Second)
 	}
 
 	acked := b.ackedIDs()
@@ -255,7 +264,7 @@ func countTrue(m map[string]bool) int {
 func newReplicaWorld(t *testing.T, dsn string) *replicaWorld {
 	gh := fakegithub.New(t)
 	gh.SetLatency(replicaLatency)
-	w := &replicaWorld{t: t, gh: gh, dsn: dsn, tenantOf: map[string]string{}, plan: map[string][]replicaDelivery{}, byID: map[string]replicaDelivery{}}
+	w := &replicaWorld{t: t, gh: gh, dsn: dsn, tenantOf: map[string]string{}, plan: map[string][]replicaDelivery{}, byID: map[string]replicaDelivery{}, green: map[string]bool{}}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for i := range replicaRepos {
 		repo := fmt.Sprintf("rep-org/r%02d", i)
@@ -333,6 +342,9 @@ func (w *replicaWorld) planRepo(run, repo, tenant string) []replicaDelivery {
 		sha := shaOf(repo, n)
 		add("check_suite", m, eventKey("check_suite", "completed", 0, sha), func() {
 			w.gh.SetCheckRun(repo, sha, replicaCheck, "completed", "success")
+			w.mu.Lock()
+			w.green[sha] = true
+			w.mu.Unlock()
 		})
 	}
 	for n := 1; n <= replicaPRs; n++ {
@@ -436,6 +448,42 @@ func (b *burst) ackedIDs() map[string]bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.acked)
+}
+
+// aboutToMerge: replica is reading the combined status of a pull
+// request's head whose check passed and that is first in its queue (every
+// pull request before it merged).
+func (w *replicaWorld) aboutToMerge(replica string) bool {
+	for _, r := range w.gh.InFlightOf(replica) {
+		if r.Route != fakegithub.RouteCombinedStatus {
+			continue
+		}
+		for n := 1; n <= replicaPRs; n++ {
+			if !strings.Contains(r.Path, "/commits/"+shaOf(r.Repo, n)+"/") {
+				continue
+			}
+			pr, ok := w.gh.PR(r.Repo, n)
+			if !ok || pr.Merged || !w.passed(r.Repo, n) {
+				break
+			}
+			head := true
+			for m := 1; m < n; m++ {
+				if before, ok := w.gh.PR(r.Repo, m); ok && !before.Merged {
+					head = false
+				}
+			}
+			if head {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (w *replicaWorld) passed(repo string, n int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.green[shaOf(repo, n)]
 }
 
 // leasesHeldBy lists the leases held by replica name: repo -> ts.

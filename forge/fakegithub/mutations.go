@@ -8,13 +8,10 @@ import (
 	"time"
 )
 
-// Mutation is one request that may change something (any method but GET
-// and HEAD), from its arrival until its answer was written, on the wall
-// clock (not the server's Clock: several processes' requests are compared
-// in real time). Tests of several mergegate processes on one GitHub read
-// them to see who changed a repository when, and whether two changes of
-// one repository were ever in flight at once.
-type Mutation struct {
+// Request is a request being served (InFlightOf), or the part of a
+// Mutation it began with. Times are on the wall clock (not the server's
+// Clock): several processes' requests are compared in real time.
+type Request struct {
 	Method string
 	Route  string // a Route* constant; "" when no route matched
 	Path   string
@@ -23,26 +20,45 @@ type Mutation struct {
 	Repo string
 	// Replica is NAME from a User-Agent "... (replica NAME)", as mergegate
 	// --replica sends it; "" when the agent names none.
-	Replica    string
-	UserAgent  string
-	Status     int // 0 when no answer was written (the client gave up)
-	Start, End time.Time
+	Replica   string
+	UserAgent string
+	Start     time.Time // when it arrived
+}
+
+// Mutation is one request that may change something (any method but GET
+// and HEAD), from its arrival until its answer was written. Tests of
+// several mergegate processes on one GitHub read them to see who changed
+// a repository when, and whether two changes of one repository were ever
+// in flight at once.
+type Mutation struct {
+	Request
+	Status int // 0 when no answer was written (the client gave up)
+	End    time.Time
 }
 
 type mutationLog struct {
 	mu       sync.Mutex
 	all      []Mutation
-	inFlight map[string]int // replica -> its requests (reads too) being served
+	next     int64
+	inFlight map[int64]Request // every request (reads too) being served
 }
 
-// InFlightOf returns how many requests (reads too) of replica (as its
-// User-Agent names it, see ReplicaOf) are being served right now: a test
-// that stops a replica can wait for a moment it is in the middle of a
-// pass.
-func (s *Server) InFlightOf(replica string) int {
+// InFlightOf returns the requests (reads too) of replica (as its
+// User-Agent names it, see ReplicaOf) being served right now, oldest
+// first: a test that stops a replica can wait for a moment it is in the
+// middle of a pass, say reading a commit's status before it decides what
+// to do about it.
+func (s *Server) InFlightOf(replica string) []Request {
 	s.muts.mu.Lock()
 	defer s.muts.mu.Unlock()
-	return s.muts.inFlight[replica]
+	var out []Request
+	for _, r := range s.muts.inFlight {
+		if r.Replica == replica {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Request) int { return a.Start.Compare(b.Start) })
+	return out
 }
 
 // Mutations returns every mutating request answered so far, in the order
@@ -53,31 +69,31 @@ func (s *Server) Mutations() []Mutation {
 	return slices.Clone(s.muts.all)
 }
 
-// trackMutation starts the record of r when it is a mutation: the returned
-// writer notes the status, and done, deferred, writes the record.
-// It counts every request in InFlightOf meanwhile.
-func (s *Server) trackMutation(w http.ResponseWriter, r *http.Request, route string) (http.ResponseWriter, func()) {
-	replica := ReplicaOf(r.UserAgent())
+// track counts r in InFlightOf until done, deferred, is called; when r is
+// a mutation the returned writer notes its status, and done records it.
+func (s *Server) track(w http.ResponseWriter, r *http.Request, route string) (http.ResponseWriter, func()) {
+	req := Request{Method: r.Method, Route: route, Path: r.URL.Path, Repo: repoOfPath(strings.TrimPrefix(r.URL.Path, s.prefix)),
+		Replica: ReplicaOf(r.UserAgent()), UserAgent: r.UserAgent(), Start: time.Now()}
 	s.muts.mu.Lock()
 	if s.muts.inFlight == nil {
-		s.muts.inFlight = map[string]int{}
+		s.muts.inFlight = map[int64]Request{}
 	}
-	s.muts.inFlight[replica]++
+	s.muts.next++
+	id := s.muts.next
+	s.muts.inFlight[id] = req
 	s.muts.mu.Unlock()
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return w, func() {
 			s.muts.mu.Lock()
-			s.muts.inFlight[replica]--
+			delete(s.muts.inFlight, id)
 			s.muts.mu.Unlock()
 		}
 	}
-	m := Mutation{Method: r.Method, Route: route, Path: r.URL.Path, Repo: repoOfPath(strings.TrimPrefix(r.URL.Path, s.prefix)),
-		Replica: replica, UserAgent: r.UserAgent(), Start: time.Now()}
 	sw := &statusWriter{ResponseWriter: w}
 	return sw, func() {
-		m.Status, m.End = sw.status, time.Now()
+		m := Mutation{Request: req, Status: sw.status, End: time.Now()}
 		s.muts.mu.Lock()
-		s.muts.inFlight[replica]--
+		delete(s.muts.inFlight, id)
 		s.muts.all = append(s.muts.all, m)
 		s.muts.mu.Unlock()
 	}

@@ -51,6 +51,37 @@ func TestMutationsRecordWritesWithRepoReplicaAndTime(t *testing.T) {
 	}
 }
 
+// InFlightOf lists a replica's requests being served.
+func TestInFlightOfListsAReplicasRequests(t *testing.T) {
+	s := fakegithub.New(t)
+	s.AddRepo(tenant, "o/r", "main")
+	c := newClient(t, s)
+	s.SetLatency(300 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.do("GET", "repos/o/r/commits/a/status", "token "+c.token, nil, map[string]string{"User-Agent": "mergegate (replica r-1)"})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.InFlightOf("r-1")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := s.InFlightOf("r-1"); len(got) != 1 || got[0].Route != fakegithub.RouteCombinedStatus || got[0].Repo != "o/r" ||
+		got[0].Path != "/repos/o/r/commits/a/status" || got[0].Method != "GET" {
+		t.Errorf("r-1's requests in flight = %+v, want its status read", got)
+	}
+	if got := s.InFlightOf("r-2"); len(got) != 0 {
+		t.Errorf("r-2's requests in flight = %+v, want none", got)
+	}
+	<-done
+	if got := s.InFlightOf("r-1"); len(got) != 0 {
+		t.Errorf("after the answer, r-1's requests in flight = %+v", got)
+	}
+	if m := s.Mutations(); len(m) != 1 || m[0].Route != fakegithub.RouteCreateToken {
+		t.Errorf("a read recorded as a mutation: %+v", m)
+	}
+}
+
 func TestReplicaOf(t *testing.T) {
 	for ua, want := range map[string]string{
 		"mergegate (replica web-1)":      "web-1",

@@ -283,8 +283,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	_, pattern := s.mux.Handler(r)
 	route := s.routeOf(pattern)
-	w, mutated := s.trackMutation(w, r, route)
-	defer mutated()
+	w, tracked := s.track(w, r, route)
+	defer tracked()
 	if route == "" {
 		s.mu.Lock()
 		s.record(r, "", "", http.StatusNotFound, false, false)
