@@ -42,7 +42,7 @@ type Config struct {
 	CheckTimeout time.Duration
 	RecordDir    string
 	// Replica names this process among several on one database: leases
-	// it holds say "<replica>/worker" (held_by), its log lines carry it,
+	// it holds say "<replica>/worker" (held_by), the start line says it,
 	// and GitHub's User-Agent names it. Default: host name and process id.
 	Replica   string
 	Retention time.Duration // processed deliveries kept this long (0: 72h)

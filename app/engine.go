@@ -58,6 +58,8 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	unlisten func() // the store's release callbacks, from Start to Stop
+
 	mu      sync.Mutex
 	workers map[leasedo.Key]*worker
 	wg      sync.WaitGroup
@@ -110,6 +112,11 @@ func (e *Engine) Start() error {
 	e.mu.Lock()
 	e.started = true
 	e.mu.Unlock()
+	// A lease given back (by this process, or on PostgreSQL by any
+	// replica) wakes the worker that found it held, instead of its retry;
+	// when the database's notifications may have been missed (its
+	// listening connection came back), the sweep runs at once.
+	e.unlisten = e.store.DB().OnRelease(e.wake, func() { go e.sweep(e.ctx) })
 	for _, k := range keys {
 		e.Kick(k)
 	}
@@ -127,6 +134,9 @@ func (e *Engine) Stop() {
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
+	if e.unlisten != nil {
+		e.unlisten()
+	}
 	e.cancel()
 	e.wg.Wait()
 }
@@ -153,6 +163,17 @@ func (e *Engine) Kick(k leasedo.Key) {
 	select {
 	case w.wake <- struct{}{}:
 	default:
+	}
+}
+
+// wake wakes k's worker if one runs: it waits for a lease that was just
+// given back. A repository without a worker has nothing waiting here.
+func (e *Engine) wake(k leasedo.Key) {
+	e.mu.Lock()
+	running := e.workers[k] != nil
+	e.mu.Unlock()
+	if running {
+		e.Kick(k)
 	}
 }
 
@@ -262,17 +283,26 @@ func (e *Engine) housekeeping() {
 		case <-e.ctx.Done():
 			return
 		case <-sweep.C:
-			keys, err := e.store.DueKeys(e.ctx)
-			if err != nil {
-				e.log.Error().Err(err).Msg("sweep for due work")
-				continue
-			}
-			for _, k := range keys {
-				e.kickIdle(k)
-			}
+			e.sweep(e.ctx)
 		case <-prune.C:
 			e.Prune(e.ctx)
 		}
+	}
+}
+
+// sweep starts a worker for each repository with due work and none: on
+// PostgreSQL that is also work other replicas left (a dead one's) or
+// whose wake-up was lost.
+func (e *Engine) sweep(ctx context.Context) {
+	keys, err := e.store.DueKeys(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error().Err(err).Msg("sweep for due work")
+		}
+		return
+	}
+	for _, k := range keys {
+		e.kickIdle(k)
 	}
 }
 
@@ -325,7 +355,7 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 		var le *leasedo.LockedError
 		if errors.As(err, &le) {
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
-			return minRetry(retry, clamp(le.ExpiresIn, 50*time.Millisecond, time.Second))
+			return minRetry(retry, heldRetry(le))
 		}
 		if ctx.Err() == nil {
 			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("acquire lease")
@@ -365,6 +395,14 @@ func (e *Engine) retryAfter(k leasedo.Key, err error) time.Duration {
 	}
 	log.Error().Err(err).Msg("queue step failed; retrying in a minute (operator: check the App's permissions and installation)")
 	return time.Minute
+}
+
+// heldRetry is when to try again a repository whose lease someone else
+// holds: when it expires, at the latest in 5 s, at the earliest in 50 ms
+// (another replica's claim, held for one transaction, has no expiry). Its
+// release wakes the worker sooner (Engine.wake).
+func heldRetry(le *leasedo.LockedError) time.Duration {
+	return clamp(le.ExpiresIn, 50*time.Millisecond, 5*time.Second)
 }
 
 // minRetry is the sooner of two retry delays, where 0 means none.

@@ -39,7 +39,7 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 			// Held by the cron, an operator or another process: the
 			// deliveries stay pending and are retried, never dropped.
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
-			return clamp(le.ExpiresIn, 50*time.Millisecond, time.Second)
+			return heldRetry(le)
 		case err != nil:
 			if ctx.Err() == nil {
 				e.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("deliveries left pending; will retry")

@@ -204,6 +204,10 @@ func (c call) classify(ctx context.Context, err error, mergeLike bool) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("github %s (installation %s, %s): %w", c.op, c.tenant, c.repo, ctx.Err())
 	}
+	var ns *notSentError
+	if errors.As(err, &ns) {
+		return fmt.Errorf("github %s (installation %s, %s): %w", c.op, c.tenant, c.repo, ns)
+	}
 	var er *github.ErrorResponse
 	if errors.As(err, &er) && er.Response != nil {
 		return c.fromStatus(er.Response.StatusCode, er.Message, err, mergeLike)

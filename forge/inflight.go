@@ -54,12 +54,29 @@ var slowOps = map[string]bool{"pulls.merge": true, "pulls.update-branch": true, 
 
 type sendCheckKey struct{}
 
+// notSentError is a send check's refusal: the request was not sent, and
+// no answer of GitHub's is to be read into it (it is not transient).
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return "not sent: " + e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
 // WithSendCheck returns ctx carrying check, which each request made with
 // it runs right before it is sent, once it holds one of its installation's
 // slots: an error is returned instead of sending. Checked there, a budget
 // (the cron's rate-limit floor) can be overshot only by the requests
-// already in flight, which the slots bound.
+// already in flight, which the slots bound. A check already in ctx stays:
+// it runs first, and the request is sent only when both pass.
 func WithSendCheck(ctx context.Context, check func() error) context.Context {
+	if prev, ok := ctx.Value(sendCheckKey{}).(func() error); ok {
+		next := check
+		check = func() error {
+			if err := prev(); err != nil {
+				return err
+			}
+			return next()
+		}
+	}
 	return context.WithValue(ctx, sendCheckKey{}, check)
 }
 
@@ -87,7 +104,7 @@ func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 			if req.Body != nil {
 				req.Body.Close()
 			}
-			return nil, err
+			return nil, &notSentError{err}
 		}
 	}
 	timeout := t.timeout

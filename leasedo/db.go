@@ -49,6 +49,13 @@ type DB struct {
 	// for want of storage (disk full, read-only, I/O), until a write
 	// commits again (GET /healthz).
 	writeFailure atomic.Pointer[WriteFailure]
+
+	// Released leases (notify.go): the callbacks, and on PostgreSQL the
+	// NOTIFY channel and its listener.
+	hub        releaseHub
+	channel    string
+	stopListen context.CancelFunc
+	listenDone chan struct{}
 }
 
 // WriteFailure is a write that the storage refused.
@@ -432,6 +439,10 @@ func (db *DB) Close() error {
 	}
 	db.stmts.close()
 	if db.pg {
+		if db.stopListen != nil {
+			db.stopListen()
+			<-db.listenDone
+		}
 		db.stopClock()
 		err := db.w.Close()
 		db.pool.Close()
@@ -561,6 +572,9 @@ func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) erro
 	}
 	db.commits.Add(1)
 	db.noteWrite(nil)
+	for _, fn := range tx.after {
+		fn()
+	}
 	return nil
 }
 

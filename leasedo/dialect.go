@@ -75,6 +75,15 @@ func openPostgres(ctx context.Context, dsn string, opt Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", db.path, err)
 	}
+	var schema string
+	if err := sdb.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", db.path, err)
+	}
+	db.channel = channelFor(schema)
+	lctx, cancel := context.WithCancel(context.Background())
+	db.stopListen, db.listenDone = cancel, make(chan struct{})
+	go db.listen(lctx, cfg.ConnConfig.Copy())
 	return db, nil
 }
 

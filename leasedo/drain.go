@@ -175,8 +175,18 @@ func (s *Store) drainKey(ctx context.Context, tx *wtx, now time.Time, k Key, by 
 }
 
 // takeAndGiveBack is Acquire followed by Release inside tx: a held lease
-// answers LockedError (leaseHeld); a stale one is deleted.
+// answers LockedError (leaseHeld); a stale one is deleted. On PostgreSQL
+// it claims the repository first (claimKey): another replica draining it
+// or taking its lease right now answers locked, and the deliveries wait
+// for that replica's transaction (drains claim repositories, never single
+// deliveries, so one repository's are applied in order by one replica at
+// a time).
 func (s *Store) takeAndGiveBack(ctx context.Context, tx *wtx, k Key, now time.Time) (*LockedError, error) {
+	if tx.pg {
+		if ok, err := claimKey(ctx, tx, k); err != nil || !ok {
+			return busy(k), err
+		}
+	}
 	cur, locked, err := s.leaseHeld(ctx, tx, k, now)
 	if err != nil || locked != nil || cur == nil {
 		return locked, err

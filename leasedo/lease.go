@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,7 +19,14 @@ type Lease struct {
 	Token    string // Fence in decimal, as the leases table keeps it
 	Fence    int64  // from a counter that never gives a number twice (nextFence)
 	Acquired time.Time
+
+	// confirmed is when the lease's row was last written by its holder
+	// (acquired or renewed, committed): the row's timestamp, which its
+	// age, and so a takeover, count from. Hold reads it.
+	confirmed atomic.Pointer[time.Time]
 }
+
+func (l *Lease) confirm(at time.Time) { l.confirmed.Store(&at) }
 
 // LockedError is the admin API's 409 "locked": someone holds the lease.
 type LockedError struct {
@@ -86,12 +94,20 @@ func getLease(ctx context.Context, q querier, k Key) (*leaseRow, error) {
 // on PostgreSQL another replica may, and its write makes this one match
 // no row (the second waits for the first's commit, then finds the row
 // changed), so this one reads the lease again and answers locked:
-// exactly one of racing acquirers wins.
+// exactly one of racing acquirers wins. On PostgreSQL it first claims the
+// repository (waitClaim), so that no replica applies k's deliveries while
+// it takes the lease; a claim held elsewhere is waited for (one short
+// transaction), and then the lease is read as that transaction left it.
 func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	now := s.now()
 	l := &Lease{Key: k, By: by, Acquired: now}
 	var locked *LockedError // answered after the commit (of a clamped ts)
 	err := s.db.write(ctx, func(tx *wtx) error {
+		if tx.pg {
+			if err := waitClaim(ctx, tx, k); err != nil {
+				return err
+			}
+		}
 		for attempt := 0; ; attempt++ {
 			cur, held, err := s.leaseHeld(ctx, tx, k, now)
 			if err != nil || held != nil {
@@ -129,6 +145,7 @@ func (s *Store) Acquire(ctx context.Context, k Key, by string) (*Lease, error) {
 	if locked != nil {
 		return nil, locked
 	}
+	l.confirm(now)
 	return l, nil
 }
 
@@ -191,6 +208,9 @@ func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
 		}
 		n, _ := res.RowsAffected()
 		released = n > 0
+		if released {
+			return s.db.released(ctx, tx, l.Key)
+		}
 		return nil
 	})
 	return released, err
@@ -200,8 +220,12 @@ func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
 // is deleted whoever holds it.
 func (s *Store) ReleaseAny(ctx context.Context, k Key) error {
 	return s.db.write(ctx, func(tx *wtx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo); err != nil {
+		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE tenant = ? AND repo = ?`, k.Tenant, k.Repo)
+		if err != nil {
 			return fmt.Errorf("%s: release lease: %w", k, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return s.db.released(ctx, tx, k)
 		}
 		return nil
 	})
@@ -218,15 +242,35 @@ func (s *Store) fence(ctx context.Context, tx *wtx, l *Lease) error {
 	if l == nil {
 		return errors.New("write without a lease")
 	}
+	now := s.now()
 	res, err := tx.ExecContext(ctx, `UPDATE leases SET ts = ? WHERE tenant = ? AND repo = ? AND token = ?`,
-		s.now().UnixMilli(), l.Key.Tenant, l.Key.Repo, l.Token)
+		now.UnixMilli(), l.Key.Tenant, l.Key.Repo, l.Token)
 	if err != nil {
 		return fmt.Errorf("%s: renew lease: %w", l.Key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("%s: %w", l.Key, ErrLeaseLost)
 	}
+	tx.afterCommit(func() { l.confirm(now) })
 	return nil
+}
+
+// Hold confirms that l is still held, before work that no transaction can
+// fence: a call to GitHub. A lease whose row its holder wrote less than a
+// third of the TTL ago is held (nobody may take it over before the TTL);
+// an older one is renewed first, ErrLeaseLost when it was taken over. So
+// a holder that was paused past the TTL (SIGSTOP, a VM frozen for a
+// migration, a long stall) and resumes mid-pass asks the database before
+// its next request, and learns that it lost the lease instead of sending
+// it: the new holder's requests and its own never overlap, up to the
+// pause falling between this check and the request going out.
+func (s *Store) Hold(ctx context.Context, l *Lease) error {
+	if c := l.confirmed.Load(); c != nil {
+		if age := s.now().Sub(*c); age >= 0 && age < s.ttl/3 {
+			return nil
+		}
+	}
+	return s.Renew(ctx, l)
 }
 
 // Check reads k's lease without taking it (GET /lease).

@@ -96,7 +96,7 @@ func (s *Store) releaseDead(ctx context.Context, k Key) (*StaleLease, error) {
 			return fmt.Errorf("%s: release dead lease: %w", k, err)
 		}
 		out = &StaleLease{HeldBy: cur.heldBy, AgeMS: age}
-		return nil
+		return s.db.released(ctx, tx, k)
 	})
 	return out, err
 }

@@ -90,7 +90,12 @@ type wtx struct {
 	*sql.Tx
 	stmts *stmtCache // nil: plain (read transactions, PostgreSQL)
 	pg    bool       // PostgreSQL: statements rebound (dialect.go)
+	// after are run, in order, once the transaction committed (write).
+	after []func()
 }
+
+// afterCommit runs fn once tx has committed; never if it does not.
+func (t *wtx) afterCommit(fn func()) { t.after = append(t.after, fn) }
 
 func (t *wtx) ctx(ctx context.Context) context.Context {
 	if t.stmts != nil && ctx.Done() != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
 )
 
 // rateFloor is checked before each of the Reconciler's GitHub requests:
@@ -19,6 +20,14 @@ func (r *Reconciler) rateFloor(tenant string) error {
 		return fmt.Errorf("%d rate-limit points left (minimum %d): %w", left, r.minRate, ErrRateLow)
 	}
 	return nil
+}
+
+// holding is ctx whose GitHub requests each confirm first that l is still
+// held (leasedo.Store.Hold, a database write at most every third of the
+// TTL): a pass whose lease went stale and was taken over, its process
+// paused past the TTL, sends nothing more for the repository.
+func holding(ctx context.Context, store *leasedo.Store, l *leasedo.Lease) context.Context {
+	return forge.WithSendCheck(ctx, func() error { return store.Hold(ctx, l) })
 }
 
 // withRateFloor is ctx for requests of tenant that forge sends only above

@@ -36,6 +36,7 @@ const (
 // check or review event that was lost is repaired here), and the queue is
 // moved on by the same sync the engine runs.
 func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error) {
+	ctx = holding(ctx, r.store, l)
 	k := l.Key
 	items, err := r.store.Items(ctx, k)
 	if err != nil {

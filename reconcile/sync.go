@@ -141,6 +141,7 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 	if s.gh == nil {
 		return 0, nil
 	}
+	ctx = holding(ctx, s.store, l)
 	if paused, err := s.store.Suspended(ctx, k.Tenant); err != nil || paused {
 		return 0, err
 	}
