@@ -200,17 +200,17 @@ func replicaRound(t *testing.T, fault replicaFault) {
 		// Past the TTL, until the others settled what they can.
 		deadline := tFault.Add(replicaTTL + replicaSweep + 10*time.Second)
 		time.Sleep(time.Until(tFault.Add(replicaTTL)))
-		for time.Now().Before(deadline) && len(w.unsettled(name)) > 0 {
+		for time.Now().Before(deadline) && len(w.unsettled()) > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
 		settledAtResume = map[string]bool{}
 		for _, repo := range w.repos {
 			settledAtResume[repo] = true
 		}
-		for _, repo := range w.unsettled(name) {
+		for _, repo := range w.unsettled() {
 			settledAtResume[repo] = false
 		}
-		if u := w.unsettled(name); len(u) > 0 {
+		if u := w.unsettled(); len(u) > 0 {
 			t.Logf("not settled by the others during the pause: %s\nthe database's sessions:%s", w.describe(u[:min(3, len(u))]), w.sessions())
 		}
 		tResume = time.Now()
@@ -221,9 +221,9 @@ func replicaRound(t *testing.T, fault replicaFault) {
 
 	// Everything settles: what was pending is applied, what joined merged.
 	deadline := time.Now().Add(60 * time.Second)
-	for len(w.unsettled("")) > 0 {
+	for len(w.unsettled()) > 0 {
 		if time.Now().After(deadline) {
-			u := w.unsettled("")
+			u := w.unsettled()
 			t.Fatalf("%d repositories not settled 60s after the burst, e.g. %s", len(u), w.describe(u[:min(3, len(u))]))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -233,6 +233,7 @@ func replicaRound(t *testing.T, fault replicaFault) {
 		// was stopped in the middle of one).
 		time.Sleep(2 * time.Second)
 	}
+	w.checkLeasesQuiet()
 
 	acked := b.ackedIDs()
 	if len(acked) == 0 {
@@ -506,16 +507,13 @@ func (w *replicaWorld) leasesHeldBy(name string) map[string]time.Time {
 	return out
 }
 
-// unsettled lists the repositories with work left: a pending delivery, an
-// entry still in the queue (not merged, not bounced), or a lease held by
-// a replica other than except (the paused one, whose leases stay until
-// someone needs them).
-func (w *replicaWorld) unsettled(except string) []string {
+// unsettled lists the repositories with work left: a pending delivery,
+// or an entry still in the queue (not merged, not bounced).
+func (w *replicaWorld) unsettled() []string {
 	w.t.Helper()
 	q := `SELECT repo FROM deliveries WHERE state = 'pending'
-		UNION SELECT repo FROM queue WHERE status NOT IN ('bounced')
-		UNION SELECT repo FROM leases WHERE held_by NOT LIKE $1 || '/%'`
-	rows, err := w.db.Query(q, except)
+		UNION SELECT repo FROM queue WHERE status NOT IN ('bounced')`
+	rows, err := w.db.Query(q)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -592,6 +590,44 @@ func (w *replicaWorld) sessions() string {
 		fmt.Fprintf(&b, "\n  pid %d %s wait %s/%s xact since %s: %s", pid, state, wt, we, xact, strings.Join(strings.Fields(query), " "))
 	}
 	return b.String()
+}
+
+// checkLeasesQuiet: once the work is settled, the replicas stop taking
+// leases: within a TTL and a sweep no lease is active, and then none is
+// taken for 2 s (the fencing counter, which every acquisition moves,
+// stands still).
+func (w *replicaWorld) checkLeasesQuiet() {
+	t := w.t
+	t.Helper()
+	fence := func() int64 {
+		var n int64
+		if err := w.db.QueryRow(`SELECT last_value FROM lease_fence`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	held := func() (int, string) { // active leases (a stale one left behind is anyone's to take)
+		var n int
+		var some string
+		if err := w.db.QueryRow(`SELECT count(*), coalesce(min(repo || ' held by ' || held_by), '') FROM leases WHERE ts > $1`,
+			time.Now().Add(-replicaTTL).UnixMilli()).Scan(&n, &some); err != nil {
+			t.Fatal(err)
+		}
+		return n, some
+	}
+	deadline := time.Now().Add(replicaTTL + replicaSweep)
+	for n, _ := held(); n > 0 && time.Now().Before(deadline); n, _ = held() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	n0, some := held()
+	f0, calls0 := fence(), len(w.gh.Calls())
+	time.Sleep(2 * time.Second)
+	n1, _ := held()
+	f1, calls := fence(), w.gh.Calls()
+	if n0 > 0 || f1 != f0 {
+		t.Errorf("with nothing left to do, the replicas keep taking leases: %d held %v after the work settled (e.g. %s), %d leases taken in the 2 s after that (%d held at the end), %d GitHub calls meanwhile",
+			n0, replicaTTL+replicaSweep, some, f1-f0, n1, len(calls)-calls0)
+	}
 }
 
 // storedDelivery is a row of deliveries.
