@@ -71,6 +71,9 @@ type worker struct {
 	key  leasedo.Key
 	wake chan struct{}
 	busy bool // woken, in a pass, or a retry is scheduled (guarded by Engine.mu)
+	// held: the last pass found the lease held by someone else, and its
+	// release is to wake the worker (guarded by Engine.mu).
+	held bool
 }
 
 // NewEngine returns an engine; Start runs it.
@@ -166,15 +169,26 @@ func (e *Engine) Kick(k leasedo.Key) {
 	}
 }
 
-// wake wakes k's worker if one runs: it waits for a lease that was just
-// given back. A repository without a worker has nothing waiting here.
+// wake wakes k's worker if it waits for k's lease, which was just given
+// back (by someone else: a worker's own release wakes nothing).
 func (e *Engine) wake(k leasedo.Key) {
 	e.mu.Lock()
-	running := e.workers[k] != nil
+	w := e.workers[k]
+	waiting := w != nil && w.held
 	e.mu.Unlock()
-	if running {
+	if waiting {
 		e.Kick(k)
 	}
+}
+
+// heldBy notes that k's lease was found held by someone else: its
+// release wakes k's worker.
+func (e *Engine) heldBy(k leasedo.Key) {
+	e.mu.Lock()
+	if w := e.workers[k]; w != nil {
+		w.held = true
+	}
+	e.mu.Unlock()
 }
 
 // kickIdle starts a worker for k unless one runs: a running worker has a
@@ -241,6 +255,9 @@ func (e *Engine) run(w *worker) {
 			continue
 		}
 		stopRetry() // a wake-up runs the pass the retry was for
+		e.mu.Lock()
+		w.held = false
+		e.mu.Unlock()
 		d := e.sync(w.key)
 		if d > 0 {
 			retry = e.clock.NewTimer(d)
@@ -355,6 +372,7 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 		var le *leasedo.LockedError
 		if errors.As(err, &le) {
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
+			e.heldBy(k)
 			return minRetry(retry, heldRetry(le))
 		}
 		if ctx.Err() == nil {

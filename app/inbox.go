@@ -39,6 +39,7 @@ func (e *Engine) drain(ctx context.Context, k leasedo.Key) time.Duration {
 			// Held by the cron, an operator or another process: the
 			// deliveries stay pending and are retried, never dropped.
 			e.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("held_by", le.HeldBy).Msg("lease held; will retry")
+			e.heldBy(k)
 			return heldRetry(le)
 		case err != nil:
 			if ctx.Err() == nil {
