@@ -379,7 +379,10 @@ type burst struct {
 	sent    atomic.Int64
 	mu      sync.Mutex
 	acked   map[string]bool
-	wg      sync.WaitGroup
+	// unanswered: deliveries a replica should have acknowledged (it was
+	// not hurt, or not yet) that got no 202.
+	unanswered []string
+	wg         sync.WaitGroup
 }
 
 // startBurst sends every repository's deliveries, the repositories at
@@ -423,7 +426,9 @@ func (w *replicaWorld) startBurst(hurt int) *burst {
 				} else if f := b.faultAt.Load(); i != hurt || f == 0 || pickedAt.UnixNano() > f {
 					// Only the hurt replica may leave one unanswered, and
 					// only one it had when it was hurt.
-					w.t.Errorf("delivery %s (%s) sent to %s at %s not acknowledged: %d %v", d.id, repo, w.names[i], clock(pickedAt), code, err)
+					b.mu.Lock()
+					b.unanswered = append(b.unanswered, fmt.Sprintf("delivery %s (%s) sent to %s at %s: %d %v", d.id, repo, w.names[i], clock(pickedAt), code, err))
+					b.mu.Unlock()
 				}
 				if answered.Add(1) >= int64(total/2) {
 					once.Do(func() { close(b.halfway) })
@@ -443,7 +448,14 @@ func (b *burst) pick() int {
 	}
 }
 
-func (b *burst) wait() { b.wg.Wait() }
+// wait waits for the burst's end; every delivery a replica not hurt got
+// (and every one the hurt one got before) must have been acknowledged.
+func (b *burst) wait() {
+	b.wg.Wait()
+	if n := len(b.unanswered); n > 0 {
+		b.w.t.Errorf("%d deliveries to replicas not hurt (or sent before the fault) not acknowledged within 5 s, e.g.\n  %s", n, strings.Join(b.unanswered[:min(3, n)], "\n  "))
+	}
+}
 
 func (b *burst) ackedIDs() map[string]bool {
 	b.mu.Lock()
