@@ -163,6 +163,7 @@ type App struct {
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
+	cluster  *cluster    // this replica among those on the database (cluster.go)
 	secrets  string      // webhook secrets in use (flags, env or credentials file)
 	rec      *Recorder   // --record
 	setup    *setupFlow  // nil when the App had credentials at start
@@ -404,6 +405,7 @@ func (a *App) Start() error {
 	a.started = true
 	eng, cron, github := a.Engine, a.Cron, a.Forge != nil
 	a.mu.Unlock()
+	a.cluster = a.startCluster()
 	if err := eng.Start(); err != nil {
 		return err
 	}
@@ -452,6 +454,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 		cron.Stop(ctx)
 	}
 	eng.Stop()
+	a.cluster.stop(ctx)
 	a.closeStore()
 	a.log.Info().Msg("mergegate stopped")
 	return errors.Join(errs...)

@@ -302,7 +302,7 @@ func (e *Engine) housekeeping() {
 		case <-sweep.C:
 			e.sweep(e.ctx)
 		case <-prune.C:
-			e.Prune(e.ctx)
+			e.pruneOnce(e.ctx) // one replica at a time (cluster.go)
 		}
 	}
 }

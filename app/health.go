@@ -16,11 +16,14 @@ const minFreeBytes = 25 << 20
 
 // health answers GET /healthz: 200 {"status":"ok"} while mergegate can
 // take deliveries, 503 {"status":"unavailable","error":...} when it cannot
-// store them, so that a load balancer or systemd notices. It never writes:
-// it reads the outcome of the last write (a write refused for want of
-// storage is reported until a write commits again), and probes the
-// database's file and filesystem (writable, free space), which costs two
-// system calls.
+// store them, so that a load balancer or systemd notices. On SQLite it
+// never writes: it reads the outcome of the last write (a write refused
+// for want of storage is reported until a write commits again), and
+// probes the database's file and filesystem (writable, free space), which
+// costs two system calls. On PostgreSQL it commits a tiny write, at most
+// one every two seconds (leasedo.DB.ProbeWrite): a server down or
+// unreachable, a read-only standby after a failover, a commit that hangs
+// are each a 503.
 type health struct {
 	store    *leasedo.Store
 	free     func(dir string) (bytes uint64, err error)
@@ -42,16 +45,17 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // problem is why deliveries cannot be stored now, or "".
 func (h *health) problem(r *http.Request) string {
 	db := h.store.DB()
+	if db.Postgres() {
+		if err := h.store.ProbeWrite(r.Context()); err != nil {
+			return fmt.Sprintf("database cannot be written: %v; mergegate answers webhooks 503 until it can", err)
+		}
+		return ""
+	}
 	if err := db.Ping(r.Context()); err != nil {
 		return "database does not answer"
 	}
 	if f := db.LastWriteFailure(); f != nil {
 		return fmt.Sprintf("database cannot be written since %s: %v", f.At.UTC().Format(time.RFC3339), f.Err)
-	}
-	if db.Path() == "" {
-		// PostgreSQL: no file of ours; its server answered, and the last
-		// write says whether it takes writes.
-		return ""
 	}
 	if err := h.writable(db.Path()); err != nil {
 		return fmt.Sprintf("database file is not writable: %v", err)

@@ -45,6 +45,8 @@ var (
 		"When the last reconcile cron pass that ended without error ended (0: none yet).", nil, nil)
 	descCronRuns = prometheus.NewDesc("mergegate_reconcile_runs_total",
 		"Reconcile cron passes ended.", nil, nil)
+	descReplicas = prometheus.NewDesc("mergegate_replicas",
+		"Replicas of mergegate alive on this database (a heartbeat within 30 s), this one included, as of its last heartbeat; each installation's GitHub request bound is shared among them.", nil, nil)
 	descDBBytes = prometheus.NewDesc("mergegate_db_bytes",
 		"Bytes the SQLite database takes on disk: its file and its WAL.", nil, nil)
 )
@@ -65,7 +67,7 @@ func (m *Metrics) attach(a *App) {
 func (c appCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueueDepth, descOldest, descLeaseAge, descLeaseHeld, descTracked,
 		descUnapplied, descRate, descRateReset, descWaited, descWait, descOpRequests, descOpNotModified, descConfigured,
-		descCronDuration, descCronSuccess, descCronRuns, descDBBytes} {
+		descCronDuration, descCronSuccess, descCronRuns, descDBBytes, descReplicas} {
 		ch <- d
 	}
 }
@@ -84,6 +86,9 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 		configured = 1
 	}
 	gauge(descConfigured, configured)
+	if n := a.cluster.replicas(); n > 0 {
+		gauge(descReplicas, float64(n))
+	}
 	if n, err := a.Store.DB().Size(); err == nil {
 		gauge(descDBBytes, float64(n))
 	} else {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/reconcile"
 )
 
 // The redelivery sweep. GitHub does not redeliver a webhook it could not
@@ -62,6 +63,7 @@ type redeliverer struct {
 	metrics *Metrics
 	budget  int
 	window  time.Duration
+	by      string // the job's lease holder: "<replica>/redeliver"
 
 	mu   sync.Mutex
 	mark time.Time            // newest attempt seen by the last complete pass
@@ -86,7 +88,7 @@ func newRedeliverer(fc *forge.Client, store *leasedo.Store, cfg Config, log zero
 	}
 	return &redeliverer{
 		forge: fc, store: store, clock: cfg.Clock, log: log, metrics: m,
-		budget: cfg.RedeliverBudget, window: window, sent: map[string]guidTries{},
+		budget: cfg.RedeliverBudget, window: window, sent: map[string]guidTries{}, by: cfg.Replica + "/redeliver",
 	}
 }
 
@@ -239,9 +241,22 @@ func (r *redeliverer) Sweep(ctx context.Context) (RedeliverySummary, error) {
 }
 
 // run is the sweep as the cron calls it: errors are logged, not returned
-// (the reconcile pass runs regardless).
+// (the reconcile pass runs regardless). Within the cron's run it is the
+// replicas' singleton job, claimed for the run's period
+// (reconcile.ClaimPeriod): one replica sweeps a period, so GitHub is
+// asked once for each lost delivery.
 func (r *redeliverer) run(ctx context.Context) {
-	if _, err := r.Sweep(ctx); err != nil {
+	sweep := func(ctx context.Context, _ *leasedo.Lease) error {
+		_, err := r.Sweep(ctx)
+		return err
+	}
+	var err error
+	if every, ok := reconcile.ClaimPeriod(ctx); ok {
+		_, err = r.store.RunJob(ctx, leasedo.JobRedeliver, r.by, every, sweep)
+	} else {
+		err = sweep(ctx, nil)
+	}
+	if err != nil {
 		r.log.Warn().Err(err).Msg("redelivery sweep: listing the App's webhook deliveries failed; the next pass tries again")
 	}
 }

@@ -94,9 +94,10 @@ type Client struct {
 	// unprotectedTTL): tenant/repo@branch → when GitHub said so.
 	unprotected sync.Map
 
-	mu    sync.Mutex
-	insts map[int64]*installation
-	app   *installation // the App itself (JWT), built on first use; see installations.go
+	mu       sync.Mutex
+	insts    map[int64]*installation
+	replicas int           // SetReplicas: the replicas sharing each installation's bound (0: alone)
+	app      *installation // the App itself (JWT), built on first use; see installations.go
 }
 
 // installation is one tenant's go-github client, rate-limit state and
@@ -173,7 +174,7 @@ func (c *Client) installation(tenant string) (*installation, error) {
 		return in, nil
 	}
 	lim := &limiter{tenant: tenant, clock: c.cfg.Clock}
-	below := newInflight(c.cfg.InstallationConcurrency, c.cfg.Timeout, c.cfg.MergeTimeout,
+	below := newInflight(c.perInstallationLocked(), c.cfg.Timeout, c.cfg.MergeTimeout,
 		&rateGuard{lim: lim, next: &cacheTransport{inst: tenant, cache: c.cache, next: c.cfg.Transport}})
 	baseNoSlash := strings.TrimRight(c.base.String(), "/")
 	// One AppsTransport per ghinstallation transport: ghinstallation
@@ -197,6 +198,42 @@ func (c *Client) installation(tenant string) (*installation, error) {
 	in := &installation{gh: gh, lim: lim, slots: below, auth: auth}
 	c.insts[id] = in
 	return in, nil
+}
+
+// SetReplicas shares each installation's request bound
+// (InstallationConcurrency) among n replicas of mergegate on one database,
+// which GitHub's secondary limits count as one client per installation:
+// each replica's bound becomes max(1, InstallationConcurrency / n), at once
+// for the installations already in use (requests in flight finish; the
+// waiting ones go by the new bound). n < 1 counts as 1.
+func (c *Client) SetReplicas(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if max(n, 1) == max(c.replicas, 1) {
+		return
+	}
+	c.replicas = n
+	per := c.perInstallationLocked()
+	for _, in := range c.insts {
+		in.slots.slots.setLimit(per)
+	}
+}
+
+// InstallationLimit is the bound on each installation's requests in
+// flight from this Client now (InstallationConcurrency, shared by
+// SetReplicas).
+func (c *Client) InstallationLimit() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.perInstallationLocked()
+}
+
+func (c *Client) perInstallationLocked() int {
+	per := c.cfg.InstallationConcurrency
+	if per <= 0 {
+		per = DefaultInstallationConcurrency
+	}
+	return max(1, per/max(c.replicas, 1))
 }
 
 // RateRemaining returns the installation's remaining quota and its reset

@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"container/list"
 	"context"
 	"io"
 	"net/http"
@@ -27,10 +28,15 @@ const DefaultInstallationConcurrency = 4
 // limit: waiting is not failing), then checks the rate limit (rateGuard,
 // below) and gets its Timeout from then on. The slot is held until the
 // response body is read to its end or closed, so a large page being read
-// still counts as in flight. Waiters are served in arrival order (a
-// channel's blocked senders are).
+// still counts as in flight. Waiters are served in arrival order.
+//
+// The number of slots can change while requests are in flight
+// (Client.SetReplicas: replicas on one database share an installation's
+// bound): fewer, and the requests in flight finish while no waiter is let
+// in until the count is below the new bound; more, and the first waiters
+// go at once.
 type inflight struct {
-	slots   chan struct{}
+	slots   *slots
 	timeout time.Duration
 	slow    time.Duration // the timeout of slowOps
 	next    http.RoundTripper
@@ -43,7 +49,85 @@ func newInflight(per int, timeout, slow time.Duration, next http.RoundTripper) *
 	if per <= 0 {
 		per = DefaultInstallationConcurrency
 	}
-	return &inflight{slots: make(chan struct{}, per), timeout: timeout, slow: max(slow, timeout), next: next}
+	return &inflight{slots: newSlots(per), timeout: timeout, slow: max(slow, timeout), next: next}
+}
+
+// slots is a counting semaphore of adjustable size whose waiters are
+// served in arrival order.
+type slots struct {
+	mu      sync.Mutex
+	limit   int
+	used    int
+	waiters list.List // of chan struct{}, closed when granted
+}
+
+func newSlots(n int) *slots { return &slots{limit: max(n, 1)} }
+
+// tryAcquire takes a slot if one is free and nobody waits for one.
+func (s *slots) tryAcquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used < s.limit && s.waiters.Len() == 0 {
+		s.used++
+		return true
+	}
+	return false
+}
+
+// acquire waits for a slot, in arrival order, or for ctx.
+func (s *slots) acquire(ctx context.Context) error {
+	s.mu.Lock()
+	if s.used < s.limit && s.waiters.Len() == 0 {
+		s.used++
+		s.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	el := s.waiters.PushBack(ch)
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	select {
+	case <-ch: // granted meanwhile: pass it on
+		s.used--
+		s.grantLocked()
+	default:
+		s.waiters.Remove(el)
+	}
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *slots) release() {
+	s.mu.Lock()
+	s.used--
+	s.grantLocked()
+	s.mu.Unlock()
+}
+
+// setLimit changes the number of slots (at least 1).
+func (s *slots) setLimit(n int) {
+	s.mu.Lock()
+	s.limit = max(n, 1)
+	s.grantLocked()
+	s.mu.Unlock()
+}
+
+func (s *slots) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limit
+}
+
+func (s *slots) grantLocked() {
+	for s.used < s.limit && s.waiters.Len() > 0 {
+		close(s.waiters.Remove(s.waiters.Front()).(chan struct{}))
+		s.used++
+	}
 }
 
 // slowOps are the operations timed by Config.MergeTimeout: GitHub may take
@@ -82,25 +166,21 @@ func WithSendCheck(ctx context.Context, check func() error) context.Context {
 
 func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	select {
-	case t.slots <- struct{}{}:
-	default:
+	if !t.slots.tryAcquire() {
 		start := time.Now()
 		t.waited.Add(1)
-		select {
-		case t.slots <- struct{}{}:
-			t.waitNS.Add(int64(time.Since(start)))
-		case <-ctx.Done():
-			t.waitNS.Add(int64(time.Since(start)))
+		err := t.slots.acquire(ctx)
+		t.waitNS.Add(int64(time.Since(start)))
+		if err != nil {
 			if req.Body != nil {
 				req.Body.Close() // a RoundTripper closes the body, even on error
 			}
-			return nil, ctx.Err()
+			return nil, err
 		}
 	}
 	if check, ok := ctx.Value(sendCheckKey{}).(func() error); ok {
 		if err := check(); err != nil {
-			<-t.slots
+			t.slots.release()
 			if req.Body != nil {
 				req.Body.Close()
 			}
@@ -115,12 +195,12 @@ func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cancel()
-		<-t.slots
+		t.slots.release()
 		return nil, err
 	}
 	resp.Body = &slotBody{ReadCloser: resp.Body, release: sync.OnceFunc(func() {
 		cancel()
-		<-t.slots
+		t.slots.release()
 	})}
 	return resp, nil
 }

@@ -133,3 +133,48 @@ func TestErrorAnswersGiveTheirSlotBack(t *testing.T) {
 		t.Fatalf("a request after three error answers, with one slot: %v", err)
 	}
 }
+
+// Replicas share an installation's bound (SetReplicas): with 4 slots and
+// 2 replicas each sends 2 at once; back to one replica, the same
+// installation sends 4 again; with more replicas than slots, 1. It takes
+// effect without a restart, on installations already in use.
+func TestReplicasShareTheInstallationBound(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	const second, secondRepo = "4242", "acme/tools"
+	e.gh.AddRepo(second, secondRepo, "main")
+	e.gh.AddPR(repo, fakegithub.PR{Number: 1})
+	e.gh.AddPR(secondRepo, fakegithub.PR{Number: 1})
+	// The second installation in use (its token minted) before any change.
+	if _, err := e.c.GetPR(e.ctx, second, secondRepo, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.gh.SetLatency(20 * time.Millisecond)
+
+	e.c.SetReplicas(2)
+	if got := e.c.InstallationLimit(); got != 2 {
+		t.Fatalf("InstallationLimit with 2 replicas = %d, want 2", got)
+	}
+	if errs := readAll(e, 12, map[string]string{tenant: repo}); len(errs) > 0 {
+		t.Fatalf("reads failed: %v", errs)
+	}
+	if got := e.gh.PeakInFlight(tenant); got != 2 {
+		t.Fatalf("2 replicas: %d requests at once, want 2 (half of %d)", got, forge.DefaultInstallationConcurrency)
+	}
+	e.c.SetReplicas(1) // grows, on an installation in use
+	if errs := readAll(e, 12, map[string]string{tenant: repo}); len(errs) > 0 {
+		t.Fatalf("reads failed: %v", errs)
+	}
+	if got := e.gh.PeakInFlight(tenant); got != forge.DefaultInstallationConcurrency {
+		t.Fatalf("back to 1 replica: %d requests at once, want %d", got, forge.DefaultInstallationConcurrency)
+	}
+	e.c.SetReplicas(9) // shrinks, on the other installation in use
+	if got := e.c.InstallationLimit(); got != 1 {
+		t.Fatalf("InstallationLimit with 9 replicas = %d, want 1 (never 0)", got)
+	}
+	if errs := readAll(e, 8, map[string]string{second: secondRepo}); len(errs) > 0 {
+		t.Fatalf("reads failed: %v", errs)
+	}
+	if got := e.gh.PeakInFlight(second); got != 1 {
+		t.Fatalf("9 replicas: %d requests at once, want 1", got)
+	}
+}

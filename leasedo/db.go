@@ -49,6 +49,8 @@ type DB struct {
 	// for want of storage (disk full, read-only, I/O), until a write
 	// commits again (GET /healthz).
 	writeFailure atomic.Pointer[WriteFailure]
+	// probe is the last write probe's outcome (PostgreSQL, ProbeWrite).
+	probe writeProbe
 
 	// Released leases (notify.go): the callbacks, and on PostgreSQL the
 	// NOTIFY channel and its listener.
@@ -72,6 +74,7 @@ func (db *DB) LastWriteFailure() *WriteFailure { return db.writeFailure.Load() }
 // commit forgets it. Other errors (a lease held, a bad field) say nothing
 // about the storage.
 func (db *DB) noteWrite(err error) {
+	db.lostConnection(err)
 	switch {
 	case err == nil:
 		if db.writeFailure.Load() != nil {
@@ -568,7 +571,7 @@ func (db *DB) writeInTurn(ctx context.Context, first bool, fn func(tx *wtx) erro
 	}
 	if err := tx.Commit(); err != nil {
 		db.noteWrite(err)
-		return fmt.Errorf("commit: %w", err)
+		return &commitError{err}
 	}
 	db.commits.Add(1)
 	db.noteWrite(nil)

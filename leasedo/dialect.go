@@ -54,6 +54,7 @@ func openPostgres(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8 // the writer, the readers of the dashboard and engine, migrations' session
 	}
+	configureFaults(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", redactDSN(err, dsn))

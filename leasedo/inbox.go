@@ -30,6 +30,9 @@ type enqueueReq struct {
 	dup  bool
 	err  error
 	done chan struct{}
+	// deadline is when the webhook waiting for it must have its answer
+	// (PostgreSQL: inboxCommitTimeout after Enqueue; zero on SQLite).
+	deadline time.Time
 }
 
 // NewInbox starts the committer. maxBatch bounds one transaction (default 256).
@@ -53,12 +56,24 @@ func (in *Inbox) Enqueue(ctx context.Context, d Delivery) (duplicate bool, err e
 	// Compressed here, on the caller's goroutine: callers run in
 	// parallel, the committer is one.
 	r.enc, r.body = encodeBody(d.Body)
+	var timeout <-chan time.Time
+	if in.s.db.pg {
+		// Bounded from here: a commit stuck on an unreachable server
+		// must not hold the deliveries queued behind it past GitHub's
+		// 10 s either.
+		r.deadline = time.Now().Add(inboxCommitTimeout)
+		t := time.NewTimer(inboxCommitTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case in.reqs <- r:
 	case <-in.quit:
 		return false, ErrInboxClosed
 	case <-ctx.Done():
 		return false, ctx.Err()
+	case <-timeout:
+		return false, fmt.Errorf("enqueue: not taken within %s: the commits before it wait on the database", inboxCommitTimeout)
 	}
 	// Wait for the commit even if ctx ends: the answer must say what happened.
 	<-r.done
@@ -104,7 +119,39 @@ func (in *Inbox) run() {
 
 func (in *Inbox) commit(batch []*enqueueReq) {
 	ctx := context.Background()
-	err := in.s.db.writeFirst(ctx, func(tx *wtx) error {
+	if in.s.db.pg {
+		// Webhooks wait for this, and GitHub gives up after 10 s: a
+		// server that does not answer is a 503 before then, by the
+		// earliest deadline of the batch (pgfaults.go).
+		deadline := batch[0].deadline
+		for _, r := range batch[1:] {
+			if r.deadline.Before(deadline) {
+				deadline = r.deadline
+			}
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	err := in.store(ctx, batch)
+	if err != nil && in.s.db.pg && retryableLost(err) {
+		// The connection was lost before the COMMIT was sent: nothing
+		// was committed, and the pool was emptied. Once more, on a new
+		// connection (after a restart of the server, or its backends
+		// terminated, the first write finds the old one dead).
+		err = in.store(ctx, batch)
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.err, r.dup = err, false
+		}
+		close(r.done)
+	}
+}
+
+// store writes batch in one transaction.
+func (in *Inbox) store(ctx context.Context, batch []*enqueueReq) error {
+	return in.s.db.writeFirst(ctx, func(tx *wtx) error {
 		for _, r := range batch {
 			d := r.d
 			r.dup = false // this may be a second run (DB.writeInTurn)
@@ -123,12 +170,6 @@ func (in *Inbox) commit(batch []*enqueueReq) {
 		}
 		return nil
 	})
-	for _, r := range batch {
-		if err != nil {
-			r.err, r.dup = err, false
-		}
-		close(r.done)
-	}
 }
 
 const insertDeliverySQL = `INSERT INTO deliveries (delivery_id, event, action, tenant, repo, received_at, state)

@@ -28,6 +28,8 @@ type Store struct {
 
 	// beforeApply, when set (tests), runs inside Apply before routing.
 	beforeApply func(Event)
+	// renewClock, when set (tests), times RunJob's renewals (cluster.go).
+	renewClock Clock
 
 	// bodies is how far DropBodies got (inbox.go).
 	bodies struct {

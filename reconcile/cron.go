@@ -24,6 +24,11 @@ type Cron struct {
 
 	// run is one pass (r.RunAll); tests replace it.
 	run func(ctx context.Context) (Summary, error)
+	// alone reports whether no other replica is alive on the database
+	// (the start-up run's claims then always win); first: the start-up
+	// run is still to come.
+	alone func(ctx context.Context) bool
+	first bool
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -39,7 +44,8 @@ type Cron struct {
 	runCount int
 }
 
-// NewCron schedules r.RunAll "@every <every>". The run's deadline is the
+// NewCron schedules r.RunAll "@every <every>", claimed for the period
+// across the replicas on the database (ClaimPeriod). The run's deadline is the
 // Reconciler's Deadline, cut to four fifths of the period when it is not
 // shorter than the period.
 func NewCron(r *Reconciler, every time.Duration, logger zerolog.Logger) (*Cron, error) {
@@ -50,7 +56,14 @@ func NewCron(r *Reconciler, every time.Duration, logger zerolog.Logger) (*Cron, 
 	if deadline >= every {
 		deadline = every * 4 / 5
 	}
-	c := &Cron{every: every, deadline: deadline, log: logger, run: r.RunAll}
+	c := &Cron{every: every, deadline: deadline, log: logger, run: r.RunAll, first: true,
+		alone: func(ctx context.Context) bool {
+			if r.store == nil || !r.store.DB().Postgres() {
+				return true // one process to a SQLite file
+			}
+			n, err := r.store.LiveReplicas(ctx)
+			return err != nil || n <= 1
+		}}
 	c.base, c.cancel = context.WithCancel(context.Background())
 	cl := cronLogger{logger}
 	// Order matters: robfig's SkipIfStillRunning (v3.0.1) gives its token
@@ -115,6 +128,20 @@ func (c *Cron) tick() {
 
 	ctx, cancel := context.WithTimeoutCause(c.base, c.deadline, errors.New("reconcile run deadline"))
 	defer cancel()
+	// The run's singleton work is claimed for the period across the
+	// replicas on the database, except at start with no other replica
+	// alive: a process that was down catches up at once, as it always did
+	// (its claims, recorded, still keep a replica starting beside it from
+	// doing the same work again).
+	period := c.every
+	c.mu.Lock()
+	first := c.first
+	c.first = false
+	c.mu.Unlock()
+	if first && c.alone != nil && c.alone(ctx) {
+		period = 0
+	}
+	ctx = context.WithValue(ctx, claimKey{}, period)
 	start := time.Now()
 	sum, err := c.run(ctx)
 	took := time.Since(start)
@@ -179,4 +206,16 @@ func (c cronLogger) Error(err error, msg string, kv ...any) {
 		msg = "reconcile run panicked (recovered)"
 	}
 	c.l.Error().Err(err).Fields(kv).Msg(msg)
+}
+
+type claimKey struct{}
+
+// ClaimPeriod is the period for which a Cron's run claims its work across
+// the replicas on one database (each repository's pass, discovery, the
+// redelivery sweep): a claim wins when the last was made at least 4/5 of
+// it ago; 0: it always wins (the start-up run of a replica alone). ok is
+// false outside a Cron's run: nothing is claimed.
+func ClaimPeriod(ctx context.Context) (every time.Duration, ok bool) {
+	every, ok = ctx.Value(claimKey{}).(time.Duration)
+	return every, ok
 }

@@ -33,6 +33,13 @@ type Summary struct {
 	// Gone: tracked, but GitHub no longer lists the installation or the
 	// repository (uninstalled while mergegate was down): integrity only.
 	Gone int `json:"gone"`
+	// Others: left to other replicas on the same database, which claimed
+	// them for this period (Cron only; leasedo.ClaimReconcile).
+	Others int `json:"others"`
+	// Discovery says where this pass's installation discovery came from:
+	// DiscoveryRan (here), DiscoveryElsewhere (another replica ran it this
+	// period; its findings are used), "" (no GitHub, or it failed).
+	Discovery string `json:"discovery,omitempty"`
 	// Unfinished: not started before the pass's context ended.
 	Unfinished int `json:"unfinished"`
 	// Failed passes (errors other than the above), panics included.
@@ -54,6 +61,13 @@ const (
 	outDeferred
 	outUnfinished
 	outFailed
+	outOther // claimed by another replica for this period
+)
+
+// Where a pass's discovery came from (Summary.Discovery).
+const (
+	DiscoveryRan       = "ran"
+	DiscoveryElsewhere = "other_replica"
 )
 
 // RunAll is one cron pass: discovery (the App's installations and their
@@ -64,14 +78,32 @@ const (
 // limit falls below MinRateRemaining (or that is rate-limited) gets no more
 // resyncs this pass. Per-repository errors are logged and counted; the
 // error returned says how many failed, or that the context ended.
+//
+// Within a Cron's run (ClaimPeriod), RunAll is shared by the replicas on
+// one database: discovery runs on one replica a period (the others use
+// its findings), and each repository is reconciled by the replica that
+// claims it for the period (the others count it in Others). Called
+// otherwise, it reconciles every repository, whatever other replicas did.
 func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
+	every, claimed := ClaimPeriod(ctx)
+	if !claimed {
+		every = -1
+	}
+	return r.runAll(ctx, every)
+}
+
+// runAll is RunAll claimed for every (0: the claims always win, and are
+// recorded; negative: no claim).
+func (r *Reconciler) runAll(ctx context.Context, every time.Duration) (Summary, error) {
 	start := time.Now()
 	var sum Summary
 	stops := &tenantStops{stopped: map[string]bool{}}
 	var disc *discovery
 	if r.forge != nil {
-		disc = r.discover(ctx, stops)
-		sum.Discovered = disc.count
+		disc, sum.Discovery = r.discoverOnce(ctx, stops, every)
+		if sum.Discovery == DiscoveryRan {
+			sum.Discovered = disc.count
+		}
 	}
 	tracked, err := r.store.Tracked(ctx)
 	if err != nil {
@@ -88,7 +120,7 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 			continue
 		}
 		j := job{key: t.Key, resync: r.forge != nil}
-		if j.resync && disc.gone(t.Key) {
+		if j.resync && disc.gone(t) {
 			sum.Gone++
 			j.resync = false
 			r.log.Warn().Str("tenant", t.Key.Tenant).Str("repo", t.Key.Repo).
@@ -102,7 +134,7 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 	var mu sync.Mutex
 	var firstErr error
 	forEach(r, r.conc, jobs, func(j job) {
-		out, ans, err := r.runOne(ctx, j.key, j.resync, stops)
+		out, ans, err := r.runOne(ctx, j.key, j.resync, stops, every)
 		mu.Lock()
 		defer mu.Unlock()
 		sum.Fixed += len(ans.Results.Fixed)
@@ -121,13 +153,15 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 			if firstErr == nil {
 				firstErr = err
 			}
+		case outOther:
+			sum.Others++
 		}
 	})
 	sum.RateLimited = stops.list()
 	sum.Took = time.Since(start)
 
 	r.log.Info().Int("discovered", sum.Discovered).Int("repos", sum.Repos).Int("reconciled", sum.Reconciled).
-		Int("skipped", sum.Skipped).Int("suspended", sum.Suspended).Int("deferred", sum.Deferred).Int("gone", sum.Gone).
+		Int("skipped", sum.Skipped).Int("others", sum.Others).Str("discovery", sum.Discovery).Int("suspended", sum.Suspended).Int("deferred", sum.Deferred).Int("gone", sum.Gone).
 		Int("unfinished", sum.Unfinished).Int("failed", sum.Failed).Int("fixed", sum.Fixed).Int("stale_leases", sum.StaleLeases).
 		Strs("rate_limited", sum.RateLimited).Int64("took_ms", sum.Took.Milliseconds()).Msg("reconcile run")
 	switch {
@@ -142,9 +176,23 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 // runOne reconciles one repository within RunAll. A panic is recovered and
 // counted as a failure: passes run on their own goroutines, out of reach of
 // the cron's recover.
-func (r *Reconciler) runOne(ctx context.Context, k leasedo.Key, resync bool, stops *tenantStops) (out outcome, ans leasedo.ReconcileAnswer, err error) {
+//
+// Claimed (every >= 0), k is claimed first: a repository another replica
+// reconciled this period is left to it (outOther).
+func (r *Reconciler) runOne(ctx context.Context, k leasedo.Key, resync bool, stops *tenantStops, every time.Duration) (out outcome, ans leasedo.ReconcileAnswer, err error) {
 	if ctx.Err() != nil {
 		return outUnfinished, ans, ctx.Err()
+	}
+	if every >= 0 {
+		won, err := r.store.ClaimReconcile(ctx, k, r.by, every)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return outUnfinished, ans, err
+		case err != nil:
+			return outFailed, ans, err
+		case !won:
+			return outOther, ans, nil
+		}
 	}
 	defer func() {
 		if p := recover(); p != nil {

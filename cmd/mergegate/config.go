@@ -24,7 +24,7 @@ type setting struct {
 var serveSettings = []setting{
 	{"addr", "MERGEGATE_ADDR", ":8080", "public listener: /webhook, /healthz"},
 	{"admin-addr", "MERGEGATE_ADMIN_ADDR", "127.0.0.1:8081", "admin listener: admin API, dashboard, /metrics, /healthz"},
-	{"db", "MERGEGATE_DB", "mergegate.db", "SQLite file (created and migrated on start)"},
+	{"db", "MERGEGATE_DB", "mergegate.db", "SQLite file (created and migrated on start), or a PostgreSQL connection string (postgres://...)"},
 	{"sync", "MERGEGATE_SYNC", "normal", "SQLite durability: normal (a power loss may lose the last commits) or full (fsync every commit)"},
 	{"webhook-secret", "GITHUB_WEBHOOK_SECRET", "", "webhook secrets, comma-separated: any one verifies (rotation)"},
 	{"app-id", "GITHUB_APP_ID", "", "GitHub App id"},

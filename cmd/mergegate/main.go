@@ -50,6 +50,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	migrations.Binary = version // recorded with each schema version this binary applies
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2

@@ -149,6 +149,22 @@ func msFill(t *testing.T, path string) {
 	if _, err := s.Acquire(ctx, msOther, "worker-2"); err != nil {
 		t.Fatal(err)
 	}
+	// The replicas' records: a singleton job's last run with its state,
+	// its lease left held, a cron claim, a heartbeat.
+	if ran, err := s.RunJob(ctx, leasedo.JobDiscovery, "r1/cron", time.Minute, func(ctx context.Context, l *leasedo.Lease) error {
+		return s.SetJobState(ctx, l, leasedo.JobDiscovery, `{"installations":{"42":false}}`)
+	}); !ran || err != nil {
+		t.Fatal(ran, err)
+	}
+	if _, err := s.Acquire(ctx, leasedo.JobKey(leasedo.JobPrune), "r1/worker"); err != nil {
+		t.Fatal(err)
+	}
+	if won, err := s.ClaimReconcile(ctx, msKey, "r1/cron", time.Minute); !won || err != nil {
+		t.Fatal(won, err)
+	}
+	if _, err := s.Heartbeat(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // msState is what the store answers about the test's repositories.
@@ -168,6 +184,9 @@ type msState struct {
 	CheckRunsToEnd  []leasedo.CheckRunToEnd
 	Landed          leasedo.Landed
 	Suspended       bool
+	Discovery       leasedo.JobRun
+	JobLease        string // the prune's lease, held by whom
+	Replicas        int
 }
 
 func msRead(t *testing.T, s *leasedo.Store) msState {
@@ -232,6 +251,18 @@ func msRead(t *testing.T, s *leasedo.Store) msState {
 		t.Fatal(err)
 	}
 	if st.Suspended, err = s.Suspended(ctx, msKey.Tenant); err != nil {
+		t.Fatal(err)
+	}
+	if st.Discovery, _, err = s.LastJobRun(ctx, leasedo.JobDiscovery); err != nil {
+		t.Fatal(err)
+	}
+	st.Discovery.RanAt = time.UnixMilli(st.Discovery.RanAt.UnixMilli())
+	if ls, err := s.Check(ctx, leasedo.JobKey(leasedo.JobPrune)); err != nil {
+		t.Fatal(err)
+	} else {
+		st.JobLease = ls.HeldBy
+	}
+	if st.Replicas, err = s.LiveReplicas(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st.Leases = map[leasedo.Key]string{}
@@ -305,7 +336,8 @@ func TestMigrateStoreCopiesEverything(t *testing.T) {
 	want := msRead(t, sq)
 	if len(want.Pending) != 3 || len(want.Failed) != 1 || len(want.Done) != 3 ||
 		len(want.Commands) != 1 || len(want.CheckRunsToEnd) == 0 || want.Landed == (leasedo.Landed{}) || len(want.Queue[msKey]) < 2 ||
-		len(want.Groups) != 1 || len(want.Freezes) != 1 || want.Policy.Content == "" || want.Leases[msOther] != "worker-2" || len(want.Bodies) < 6 {
+		len(want.Groups) != 1 || len(want.Freezes) != 1 || want.Policy.Content == "" || want.Leases[msOther] != "worker-2" || len(want.Bodies) < 6 ||
+		want.Discovery.State == "" || want.JobLease != "r1/worker" || want.Replicas != 1 || len(want.Tracked) != 2 {
 		t.Fatalf("the SQLite database is not filled as the test means: %+v", want)
 	}
 	var token string
