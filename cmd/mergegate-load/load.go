@@ -26,7 +26,7 @@ import (
 
 // targetReport is one target's figures.
 type targetReport struct {
-	URL         string         `json:"url"`
+	URL         string         `json:"url"` // several: comma-separated, in the order deliveries went round them
 	Sent        int64          `json:"sent"`
 	Acked       int64          `json:"acked"` // answered 202
 	Statuses    map[string]int `json:"statuses,omitempty"`
@@ -69,6 +69,9 @@ type procReport struct {
 	RSSStartMB float64 `json:"rssStartMB"`
 	RSSEndMB   float64 `json:"rssEndMB"`
 	RSSMaxMB   float64 `json:"rssMaxMB"`
+	// Replicas is how many admin listeners these figures add up (1: one
+	// process; more: each replica's applied count and RSS, added).
+	Replicas int `json:"replicas"`
 }
 
 type report struct {
@@ -161,7 +164,7 @@ func loadBare(ctx context.Context, f config, gen *loadgen.Generator, all *latHis
 	srv := &http.Server{Handler: bareHandler(secrets), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln) //nolint:errcheck // closed below
 	defer srv.Close()
-	return runLoad(ctx, f, gen, "http://"+ln.Addr().String()+"/webhook", nil, all)
+	return runLoad(ctx, f, gen, []string{"http://" + ln.Addr().String() + "/webhook"}, nil, all)
 }
 
 // bareHandler checks the HMAC and answers 202: the floor of any webhook
@@ -189,7 +192,7 @@ func bareHandler(secrets webhook.Secrets) http.Handler {
 // loadState is shared by the senders of one target.
 type loadState struct {
 	client   *http.Client
-	url      string
+	urls     []string // delivery i goes to urls[i mod len]
 	secret   string
 	gen      *loadgen.Generator
 	base     int64 // first delivery index of this target
@@ -228,7 +231,7 @@ func (c pooledConn) ReadFrom(r io.Reader) (int64, error) {
 func (s *loadState) send(ctx context.Context, i int64) {
 	bp := bodyBufs.Get().(*[]byte)
 	event, id, body := s.gen.AppendDelivery(*bp, s.base, i)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.urls[i%int64(len(s.urls))], bytes.NewReader(body))
 	if err != nil {
 		s.errs.Add(1)
 		return
@@ -267,8 +270,9 @@ func (s *loadState) send(ctx context.Context, i int64) {
 
 var targets atomic.Int64 // each target of a process sends fresh delivery ids
 
-// runLoad sends one target its load and, with m, follows the processing.
-func runLoad(ctx context.Context, f config, gen *loadgen.Generator, target string, m *statsPoller, all *latHist) (targetReport, error) {
+// runLoad sends one target its load, delivery i to urls[i mod n] (several:
+// replicas of one mergegate), and, with m, follows the processing.
+func runLoad(ctx context.Context, f config, gen *loadgen.Generator, urls []string, m *statsPoller, all *latHist) (targetReport, error) {
 	conns := f.maxInflight
 	if f.rate == 0 {
 		conns = f.concurrency
@@ -282,20 +286,22 @@ func runLoad(ctx context.Context, f config, gen *loadgen.Generator, target strin
 			return pooledConn{c}, nil
 		}}
 	defer tr.CloseIdleConnections()
-	s := &loadState{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: target, secret: f.secret,
+	s := &loadState{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, urls: urls, secret: f.secret,
 		gen: gen, base: targets.Add(1) * 1e9, statuses: map[int]int{}, all: all}
-	rep := targetReport{URL: target}
+	rep := targetReport{URL: strings.Join(urls, ",")}
 
-	// Warm up the connections (and check the target answers) before the clock starts.
-	if err := warmUp(ctx, s, min(conns, 16)); err != nil {
-		return rep, fmt.Errorf("%s: %w", target, err)
+	// Warm up the connections (and check the targets answer) before the clock starts.
+	for _, u := range urls {
+		if err := warmUp(ctx, s.client, u, min(conns, 16)); err != nil {
+			return rep, fmt.Errorf("%s: %w", u, err)
+		}
 	}
 	var before statsSample
 	var poll *pollLoop
 	if m != nil {
 		var err error
 		if before, err = m.sample(ctx); err != nil {
-			return rep, fmt.Errorf("read %s/deliveries/stats: %w", m.base, err)
+			return rep, fmt.Errorf("read /deliveries/stats: %w", err)
 		}
 		poll = startPoll(ctx, m, f.poll, before)
 	}
@@ -397,19 +403,20 @@ func runLoad(ctx context.Context, f config, gen *loadgen.Generator, target strin
 	}
 	if poll != nil {
 		rep.Processing = poll.finish(ctx, start, end, rep.Acked, f.drain)
+		rep.Processing.Replicas = len(m.bases)
 	}
 	return rep, ctx.Err()
 }
 
-func warmUp(ctx context.Context, s *loadState, n int) error {
+func warmUp(ctx context.Context, client *http.Client, url string, n int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for c := 0; c < n; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
-			resp, err := s.client.Do(req)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			resp, err := client.Do(req)
 			if err != nil {
 				errs <- err
 				return
@@ -425,9 +432,14 @@ func warmUp(ctx context.Context, s *loadState, n int) error {
 
 // ---- processing, from GET /deliveries/stats -----------------------------
 
+// statsPoller reads GET /deliveries/stats of one mergegate, or of each
+// replica of one: the applied and failed counts (each process's since
+// its start) and the RSS are added up; pending is the database's, the
+// same from each, so the largest answer is kept.
 type statsPoller struct {
-	base, token string
-	client      *http.Client
+	bases  []string
+	token  string
+	client *http.Client
 }
 
 type statsSample struct {
@@ -439,7 +451,23 @@ type statsSample struct {
 }
 
 func (m *statsPoller) sample(ctx context.Context) (statsSample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/deliveries/stats", nil)
+	var sum statsSample
+	for _, base := range m.bases {
+		smp, err := m.sampleOne(ctx, base)
+		if err != nil {
+			return statsSample{}, fmt.Errorf("%s: %w", base, err)
+		}
+		sum.at = smp.at
+		sum.processed += smp.processed
+		sum.failed += smp.failed
+		sum.pending = max(sum.pending, smp.pending)
+		sum.rss += smp.rss
+	}
+	return sum, nil
+}
+
+func (m *statsPoller) sampleOne(ctx context.Context, base string) (statsSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/deliveries/stats", nil)
 	if err != nil {
 		return statsSample{}, err
 	}
@@ -656,7 +684,11 @@ func (rep report) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "processing: %d applied (%.0f/s), %d behind when sending ended, caught up after %s, max pending %d, failed %d\n",
 			p.Processed, p.ProcessedPerSec, p.BehindAtEnd, catch, p.MaxPending, p.Failed)
-		fmt.Fprintf(w, "mergegate RSS: %.1f MB before, %.1f MB after, %.1f MB max\n", p.RSSStartMB, p.RSSEndMB, p.RSSMaxMB)
+		rss := "mergegate RSS"
+		if p.Replicas > 1 {
+			rss = fmt.Sprintf("mergegate RSS (%d replicas added up)", p.Replicas)
+		}
+		fmt.Fprintf(w, "%s: %.1f MB before, %.1f MB after, %.1f MB max\n", rss, p.RSSStartMB, p.RSSEndMB, p.RSSMaxMB)
 	}
 	if rep.IngestRatio > 0 {
 		fmt.Fprintf(w, "ratio mergegate/bare: ingest %.2f×, p99 latency %.2f×", rep.IngestRatio, rep.P99Ratio)

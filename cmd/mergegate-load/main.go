@@ -40,6 +40,11 @@ Usage:
 
   (from a checkout: go run ./cmd/mergegate-load ..., or make load for ./bin/mergegate-load)
 
+  Replicas on one PostgreSQL database: every listener, comma-separated,
+  delivery i to the (i mod n)-th; processing adds up every admin listener's:
+  mergegate-load --webhook-secret S --url http://127.0.0.1:8080/webhook,http://127.0.0.1:9080/webhook \
+    --admin-url http://127.0.0.1:8081,http://127.0.0.1:9081 --bare=false
+
 Open loop: with --rate, request i starts at start+i/rate whether or not the
 earlier ones were answered (at most --max-inflight at once; a start that had
 to wait for that cap, or that began more than 1 ms after its time, is counted
@@ -78,7 +83,8 @@ type usageError struct{ error }
 
 type config struct {
 	url, adminURL, secret, adminToken string
-	rate                              float64 // 0: as fast as possible
+	urls, adminURLs                   []string // url and adminURL split at commas
+	rate                              float64  // 0: as fast as possible
 	concurrency, maxInflight          int
 	repos, prs                        int
 	tenant                            int64
@@ -103,8 +109,8 @@ func load(args []string, stdout, stderr io.Writer) error {
 	}
 	var f config
 	var rate string
-	fs.StringVar(&f.url, "url", envOr("MERGEGATE_LOAD_URL", "http://127.0.0.1:8080/webhook"), "mergegate's POST /webhook (loopback only) (env MERGEGATE_LOAD_URL)")
-	fs.StringVar(&f.adminURL, "admin-url", envOr("MERGEGATE_LOAD_ADMIN_URL", "http://127.0.0.1:8081"), "mergegate's admin listener, for GET /deliveries/stats; empty: do not measure processing (env MERGEGATE_LOAD_ADMIN_URL)")
+	fs.StringVar(&f.url, "url", envOr("MERGEGATE_LOAD_URL", "http://127.0.0.1:8080/webhook"), "mergegate's POST /webhook (loopback only); several, comma-separated (replicas on one database): delivery i goes to the (i mod n)-th (env MERGEGATE_LOAD_URL)")
+	fs.StringVar(&f.adminURL, "admin-url", envOr("MERGEGATE_LOAD_ADMIN_URL", "http://127.0.0.1:8081"), "mergegate's admin listener, for GET /deliveries/stats; several, comma-separated: every replica's, whose applied counts and RSS are added up; empty: do not measure processing (env MERGEGATE_LOAD_ADMIN_URL)")
 	fs.StringVar(&f.secret, "webhook-secret", os.Getenv("GITHUB_WEBHOOK_SECRET"), "secret to sign with (the first of a comma-separated list) (env GITHUB_WEBHOOK_SECRET)")
 	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("MERGEGATE_ADMIN_TOKEN"), "bearer token for the admin listener (env MERGEGATE_ADMIN_TOKEN)")
 	fs.StringVar(&rate, "rate", "1000/s", "deliveries per second, open loop (e.g. 1000 or 1000/s), or max: as fast as --concurrency clients can")
@@ -141,8 +147,11 @@ func load(args []string, stdout, stderr io.Writer) error {
 	rep := report{Rate: f.rate, Repos: f.repos, PRs: f.prs, Duration: f.duration.String(), Count: f.count,
 		Concurrency: f.concurrency, MaxInflight: f.maxInflight}
 	var m *statsPoller
-	if f.target && f.adminURL != "" {
-		m = &statsPoller{base: strings.TrimRight(f.adminURL, "/"), token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
+	if f.target && len(f.adminURLs) > 0 {
+		m = &statsPoller{token: f.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
+		for _, u := range f.adminURLs {
+			m.bases = append(m.bases, strings.TrimRight(u, "/"))
+		}
 	}
 	// Each target's latencies over every round, besides each round's own.
 	var bareAll, targetAll latHist
@@ -158,7 +167,7 @@ func load(args []string, stdout, stderr io.Writer) error {
 			printTarget(stderr, "bare", r)
 		}
 		if f.target && ctx.Err() == nil {
-			r, err := runLoad(ctx, f, gen, f.url, m, &targetAll)
+			r, err := runLoad(ctx, f, gen, f.urls, m, &targetAll)
 			if err != nil {
 				return err
 			}
@@ -232,17 +241,34 @@ func (f *config) check(rate string) error {
 	case !f.bare && !f.target:
 		return errors.New("--bare=false and --target=false: nothing to run")
 	}
+	f.urls, f.adminURLs = splitList(f.url), splitList(f.adminURL)
 	if f.target {
-		if err := checkLoopbackURL(f.url); err != nil {
-			return fmt.Errorf("--url: %w", err)
+		if len(f.urls) == 0 {
+			return errors.New("--url: want mergegate's POST /webhook, e.g. http://127.0.0.1:8080/webhook")
 		}
-		if f.adminURL != "" {
-			if err := checkLoopbackURL(f.adminURL); err != nil {
+		for _, u := range f.urls {
+			if err := checkLoopbackURL(u); err != nil {
+				return fmt.Errorf("--url: %w", err)
+			}
+		}
+		for _, u := range f.adminURLs {
+			if err := checkLoopbackURL(u); err != nil {
 				return fmt.Errorf("--admin-url: %w", err)
 			}
 		}
 	}
 	return nil
+}
+
+// splitList is a comma-separated list without its empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // checkLoopbackURL refuses anything but http to a loopback address: the

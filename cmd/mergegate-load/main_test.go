@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ func TestRefusesNonLoopbackAndBadFlags(t *testing.T) {
 		{"--webhook-secret", "s", "--duration", "3h"},
 		{"--webhook-secret", "s", "--count", "-1"},
 		{"--webhook-secret", "s", "--rounds", "0"},
+		{"--webhook-secret", "s", "--url", "http://127.0.0.1:1/webhook,http://example.com/webhook"},
+		{"--webhook-secret", "s", "--url", "http://127.0.0.1:1/webhook", "--admin-url", "http://127.0.0.1:2,http://10.0.0.1:8081"},
+		{"--webhook-secret", "s", "--url", ","},
 	} {
 		var out, errb bytes.Buffer
 		t.Setenv("GITHUB_WEBHOOK_SECRET", "")
@@ -126,4 +130,57 @@ func loadBinary(t *testing.T, args ...string) (rep report, out, errb *bytes.Buff
 		t.Fatalf("%v: %s", err, out.String())
 	}
 	return rep, out, errb
+}
+
+// Several --url (replicas of one mergegate): deliveries go round them one
+// by one, and processing adds up every --admin-url's applied count. Two
+// servers on databases of their own stand in for replicas here: each gets
+// every other delivery.
+func TestSeveralURLsShareTheLoad(t *testing.T) {
+	a := startServer(t, t.TempDir()+"/a.db")
+	b := startServer(t, t.TempDir()+"/b.db")
+	var out, errb bytes.Buffer
+	code := run([]string{"--url", a.Pub + "/webhook," + b.Pub + "/webhook", "--admin-url", a.Admin + "," + b.Admin,
+		"--webhook-secret", e2eSecret, "--rate", "400/s", "--poll", "100ms", "--drain", "20s", "--json",
+		"--count", "300", "--duration", "10s", "--repos", "7", "--bare=false"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	m := rep.Mergegate
+	if m == nil || m.Acked != 300 || m.URL != a.Pub+"/webhook,"+b.Pub+"/webhook" {
+		t.Fatalf("report: %s", out.String())
+	}
+	if p := m.Processing; p == nil || p.Processed != 300 || p.Replicas != 2 || p.CatchUpSeconds < 0 || p.Failed != 0 {
+		t.Fatalf("processing: %s", out.String())
+	}
+	for _, s := range []string{a.Admin, b.Admin} {
+		res, err := http.Get(s + "/deliveries/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Applied int64 `json:"appliedSinceStart"`
+		}
+		json.NewDecoder(res.Body).Decode(&st) //nolint:errcheck
+		res.Body.Close()
+		if st.Applied != 150 {
+			t.Errorf("%s applied %d, want every other delivery: 150", s, st.Applied)
+		}
+	}
+	var text bytes.Buffer
+	rep.print(&text)
+	if !strings.Contains(text.String(), "2 replicas added up") {
+		t.Fatalf("text report:\n%s", text.String())
+	}
+}
+
+func TestSplitList(t *testing.T) {
+	got := splitList(" http://127.0.0.1:1/webhook,, http://127.0.0.1:2/webhook ,")
+	if len(got) != 2 || got[0] != "http://127.0.0.1:1/webhook" || got[1] != "http://127.0.0.1:2/webhook" {
+		t.Fatalf("splitList = %q", got)
+	}
 }

@@ -101,6 +101,7 @@ type Server struct {
 	workflows     bool // the App has the workflows permission
 	faults        []*faultRule
 	rec           records
+	muts          mutationLog   // its own lock: written after s.mu is given back
 	manifest      manifestState // the App manifest flow (manifest.go)
 	hooks         deliveryState // the App's webhook deliveries (deliveries.go)
 	ciPending     []*ciRun      // simulated check runs in progress (ci.go)
@@ -282,6 +283,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	_, pattern := s.mux.Handler(r)
 	route := s.routeOf(pattern)
+	w, tracked := s.track(w, r, route)
+	defer tracked()
 	if route == "" {
 		s.mu.Lock()
 		s.record(r, "", "", http.StatusNotFound, false, false)

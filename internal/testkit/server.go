@@ -102,6 +102,12 @@ func (s *Server) Stop(tb testing.TB) int {
 	return s.cmd.ProcessState.ExitCode()
 }
 
+// Signal sends sig to the process (SIGSTOP, SIGCONT: a process paused and
+// resumed; the test's end kills it whatever its state).
+func (s *Server) Signal(sig os.Signal) {
+	s.cmd.Process.Signal(sig) //nolint:errcheck
+}
+
 // Kill ends the process with SIGKILL (no shutdown) and waits for its exit.
 func (s *Server) Kill() {
 	s.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck
