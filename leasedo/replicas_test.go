@@ -319,7 +319,7 @@ func TestReplicaStoppedInATransactionHoldsNobodyUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer stuck2.Rollback() //nolint:errcheck
-		stuck.Rollback() //nolint:errcheck
+		stuck.Rollback()        //nolint:errcheck
 		if _, err := stuck2.ExecContext(ctx, rebind(`UPDATE leases SET ts = ts WHERE tenant = ? AND repo = ? AND token = ?`), key.Tenant, key.Repo, l.Token); err != nil {
 			t.Fatal(err)
 		}
