@@ -227,19 +227,8 @@ func TestPostgresHealthzSaysWhenTheDatabaseCannotBeWritten(t *testing.T) {
 // /healthz 503) until the standby is promoted, and then mergegate writes
 // to it with no restart.
 func TestPostgresFailoverWithAMultiHostDSN(t *testing.T) {
-	base := pgtest.URL(t)
-	_, standby := pgtest.NewProxy(t, base)
-	_, primary := pgtest.NewProxy(t, base)
-	standby.SetReadOnly(true)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = standby.Addr() + "," + primary.Addr()
-	q := u.Query()
-	q.Set("target_session_attrs", "read-write")
-	u.RawQuery = q.Encode()
-	h := newHarness(t, withoutGitHub, func(c *Config) { c.DB = u.String() })
+	dsn, standby, primary := pgtest.Cluster(t)
+	h := newHarness(t, withoutGitHub, func(c *Config) { c.DB = dsn })
 	if code := h.sendPR("before", 1); code != http.StatusAccepted {
 		t.Fatalf("delivery: %d", code)
 	}

@@ -315,20 +315,9 @@ func TestPostgresProbeWrite(t *testing.T) {
 // writes; after a failover (the primary down, the standby promoted) the
 // next write connects to the new primary, with no restart.
 func TestPostgresMultiHostDSNFollowsTheWritableHost(t *testing.T) {
-	base := pgtest.URL(t)
-	_, standby := pgtest.NewProxy(t, base)
-	_, primary := pgtest.NewProxy(t, base)
-	standby.SetReadOnly(true)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = standby.Addr() + "," + primary.Addr()
-	q := u.Query()
-	q.Set("target_session_attrs", "read-write")
-	u.RawQuery = q.Encode()
+	dsn, standby, primary := pgtest.Cluster(t)
 
-	s := openPG(t, u.String())
+	s := openPG(t, dsn)
 	in := s.NewInbox(0)
 	defer in.Close()
 	ctx := context.Background()

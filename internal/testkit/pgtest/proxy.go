@@ -425,3 +425,25 @@ func TerminateBackends(tb testing.TB, admin *sql.DB, app string) {
 		}
 	}
 }
+
+// Cluster is a primary and its standby as a DSN of two hosts sees them:
+// two proxies to a new schema of the server, the standby's read-only,
+// named standby first in a connection string with
+// target_session_attrs=read-write. SetReadOnly(false) on the standby and
+// SetDown(true) on the primary is a failover.
+func Cluster(tb testing.TB) (dsn string, standby, primary *Proxy) {
+	tb.Helper()
+	base := URL(tb)
+	_, standby = NewProxy(tb, base)
+	_, primary = NewProxy(tb, base)
+	standby.SetReadOnly(true)
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Host = standby.Addr() + "," + primary.Addr()
+	q := u.Query()
+	q.Set("target_session_attrs", "read-write")
+	u.RawQuery = q.Encode()
+	return u.String(), standby, primary
+}
