@@ -195,6 +195,21 @@ func TestAdminTokenOffLoopbackIsLongEnough(t *testing.T) {
 	}
 }
 
+// A replica's name goes into GitHub's User-Agent: a name that is not a
+// header value (a space, a newline, non-ASCII) is refused at start.
+func TestReplicaNameIsAHeaderValue(t *testing.T) {
+	base := Config{AdminAddr: "127.0.0.1:8081", MergeMethod: "merge", LeaseTTL: time.Second, LeaseDead: time.Second, ReconcileEvery: time.Minute}
+	for name, ok := range map[string]bool{"": true, "mg-1": true, "vm-13899.example": true, "mg 1": false, "mg\n1": false, "mgé": false, strings.Repeat("m", 65): false} {
+		cfg := base
+		cfg.Replica = name
+		if err := cfg.Validate(); (err == nil) != ok {
+			t.Errorf("--replica %q: %v, want ok=%v", cfg.Replica, err, ok)
+		} else if err != nil && !strings.Contains(err.Error(), "--replica") {
+			t.Errorf("refusal does not name the flag: %v", err)
+		}
+	}
+}
+
 // TestREADMECurlLinesWork runs the README's "Try the admin API" block as
 // written, with curl, against a running mergegate (its port swapped in).
 func TestREADMECurlLinesWork(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,6 +113,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileEvery < time.Second {
 		return fmt.Errorf("--reconcile-every %s: want at least 1s", c.ReconcileEvery)
+	}
+	if strings.ContainsFunc(c.Replica, func(r rune) bool { return r < 0x21 || r > 0x7e }) || len(c.Replica) > 64 {
+		return fmt.Errorf("--replica %q: want at most 64 printable ASCII characters without spaces (it is in leases, logs and GitHub's User-Agent)", c.Replica)
 	}
 	if c.RedeliverBudget < 0 {
 		return fmt.Errorf("--redeliver-budget %d: want 0 (off) or more", c.RedeliverBudget)
