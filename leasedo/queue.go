@@ -223,6 +223,12 @@ type CheckRunEnd struct {
 	Conclusion string // success, failure or neutral
 	Title      string
 	Summary    string
+	// Comment, when set, is posted on the pull request before the run
+	// ends (a bounce's sentence); Unlabel are labels to take off it.
+	// Both wait in the outbox with the ending: the write budget may hold
+	// them back, and nothing a person needs is dropped.
+	Comment string
+	Unlabel []string
 }
 
 // Bounce takes pr at sha out of the queue (status bounced): its author must

@@ -73,10 +73,17 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 	if _, err := r.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked); err != nil {
 		return fixes, err
 	}
-	if _, err := r.syncer.Sync(ctx, l); err != nil {
-		return fixes, err
+	wait, err := r.syncer.Sync(ctx, l)
+	if _, held := forge.IsWriteBudget(err); held || (err == nil && wait > 0) {
+		// Writes the budget held back (check runs of rebuilt entries, a
+		// merge) or more to do: the engine's worker follows up, on its
+		// own retries, past this pass's deadline.
+		if r.onChange != nil {
+			r.onChange(l.Key)
+		}
+		err = nil
 	}
-	return fixes, nil
+	return fixes, err
 }
 
 // syncQueued removes queued PRs that are closed (confirmed with a GET: the

@@ -54,6 +54,9 @@ type SyncConfig struct {
 	// Policies are the repositories' own policies over Policy (default:
 	// NewPolicies on Store and Forge).
 	Policies *Policies
+	// DashboardURL, when set, is where people reach mergegate's
+	// dashboard: each check run links its repository's page there.
+	DashboardURL string
 }
 
 // Syncer runs the sync of one repository: the level-triggered pass that
@@ -184,7 +187,9 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 			break
 		}
 	}
-	if err := s.publish(ctx, l); err != nil {
+	wait, err := s.publish(ctx, l)
+	retry = minRetry(retry, wait)
+	if err != nil {
 		return retry, err
 	}
 	if s.cfg.Observer != nil {
@@ -572,9 +577,9 @@ func (s *Syncer) refused(ctx context.Context, l *leasedo.Lease, f rules.Facts, o
 
 // bounce takes the entry out of the queue and tells its author why, in one
 // sentence (rules.BounceMessage): a comment, the check run, and the trigger
-// label removed so that it does not rejoin by itself. GitHub errors on the
-// comment and the label are the operator's, in the log; the bounce itself
-// is recorded.
+// label removed so that it does not rejoin by itself. The three wait in the
+// outbox with the bounce, and go out through the write budget (publish):
+// none is lost to a budget, an outage or a restart.
 func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
 	k := l.Key
 	log := s.prLog(k, it.PRNumber, it.PRSha)
@@ -586,19 +591,11 @@ func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, 
 	msg := rules.BounceMessage(a.Bounced, it.PRSha, label)
 	log.Info().Str("problem", a.Problem).Str("reason", a.Bounced.Because()).Msg("bounced")
 	if err := s.store.Bounce(ctx, l, it.PRNumber, it.PRSha, a.Bounced.Because(), a.Bounced.Kind == rules.BounceGateFailure,
-		leasedo.CheckRunEnd{Conclusion: "failure", Title: "Out of the merge queue", Summary: msg}); err != nil {
+		leasedo.CheckRunEnd{Conclusion: "failure", Title: "Out of the merge queue", Summary: msg, Comment: msg, Unlabel: labels}); err != nil {
 		return err
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Bounced(k, a.Problem)
-	}
-	if err := s.gh.Comment(ctx, k.Tenant, k.Repo, it.PRNumber, msg); err != nil {
-		log.Error().Err(err).Msg("could not comment on the bounce")
-	}
-	for _, label := range labels { // whichever it carries; one it lacks is a 404, not an error
-		if err := s.gh.RemoveLabel(ctx, k.Tenant, k.Repo, it.PRNumber, label); err != nil {
-			log.Error().Err(err).Str("label", label).Msg("could not remove the trigger label")
-		}
 	}
 	return nil
 }
