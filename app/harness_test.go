@@ -46,7 +46,7 @@ type harness struct {
 	// horizon replaces retryHorizon (0: it): a drain under the write
 	// budget moves the clock to every retry, a minute's wait included.
 	horizon time.Duration
-	log    zerolog.Logger
+	log     zerolog.Logger
 }
 
 type harnessOpt func(*Config)
