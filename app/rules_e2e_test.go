@@ -226,7 +226,7 @@ func TestRulesMergeableUnknownWaitsThenUpdatesOnStrictBase(t *testing.T) {
 		return len(h.merges()) == 1 && len(h.gh.BranchUpdates()) == 1
 	})
 	h.settle()
-	if !strings.Contains(h.logBuf.String(), "moved while merging; trying again") {
+	if !strings.Contains(h.logBuf.String(), "GitHub is still working out whether it can be merged") || h.gh.CallCount(fakegithub.RouteMerge) != 1 {
 		t.Fatal("GitHub's computing after the base moved was not waited on (no such wait in the log)")
 	}
 	up := h.gh.BranchUpdates()[0]

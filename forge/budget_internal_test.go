@@ -112,3 +112,17 @@ func countLines(s, sub string) int {
 	}
 	return n
 }
+
+// The Client shares each installation's budget among the replicas it is
+// told of (the replica registry's heartbeat), at once for those in use.
+func TestClientSharesTheWriteBudgetAmongReplicas(t *testing.T) {
+	c := &Client{cfg: Config{Clock: time.Now, WritesPerMinute: 60, WritesPerHour: 450}, insts: map[int64]*installation{}}
+	in := &installation{budget: newWriteBudget("1", time.Now, 60, 450, zerolog.Nop())}
+	c.insts[1] = in
+	in.slots = newInflight(4, time.Second, time.Second, nil)
+	c.SetReplicas(2)
+	b, ok := c.WriteBudget("1")
+	if !ok || b.PerMinute != 30 || b.PerHour != 225 {
+		t.Fatalf("with 2 replicas: %+v, want 30 a minute and 225 an hour", b)
+	}
+}

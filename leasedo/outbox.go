@@ -66,11 +66,16 @@ func (s *Store) CheckRunsToEnd(ctx context.Context, k Key) ([]CheckRunToEnd, err
 	return out, rows.Err()
 }
 
-// OutboxCommented records that an outbox row's comment was posted and its
-// labels taken off, so that a retry of the ending does not post it twice.
-func (s *Store) OutboxCommented(ctx context.Context, l *Lease, id int64) error {
+// OutboxCommented records that an outbox row's comment was posted (and,
+// with labels, its labels taken off), so that a retry of the ending does
+// not post it twice.
+func (s *Store) OutboxCommented(ctx context.Context, l *Lease, id int64, labels bool) error {
+	q := `UPDATE check_outbox SET comment = '' WHERE tenant = ? AND repo = ? AND id = ?`
+	if labels {
+		q = `UPDATE check_outbox SET comment = '', unlabel = '' WHERE tenant = ? AND repo = ? AND id = ?`
+	}
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		_, err := tx.ExecContext(ctx, `UPDATE check_outbox SET comment = '', unlabel = '' WHERE tenant = ? AND repo = ? AND id = ?`, l.Key.Tenant, l.Key.Repo, id)
+		_, err := tx.ExecContext(ctx, q, l.Key.Tenant, l.Key.Repo, id)
 		if err != nil {
 			return fmt.Errorf("%s: outbox comment posted: %w", l.Key, err)
 		}

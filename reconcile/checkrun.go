@@ -149,21 +149,24 @@ func (s *Syncer) endRun(ctx context.Context, l *leasedo.Lease, c leasedo.CheckRu
 		log := s.prLog(k, c.PRNumber, c.Sha)
 		if c.Comment != "" {
 			if err := s.gh.Comment(ctx, k.Tenant, k.Repo, c.PRNumber, c.Comment); err != nil && !forge.IsNotFound(err) {
-				if _, ok := forge.IsWriteBudget(err); ok || forge.IsTransient(err) {
-					return err
+				if retryLater(err) {
+					return err // the row stays: the next sync posts it
 				}
 				log.Error().Err(err).Msg("could not comment on the bounce")
+			}
+			if err := s.store.OutboxCommented(ctx, l, c.ID, false); err != nil {
+				return err
 			}
 		}
 		for _, label := range c.Unlabel { // whichever it carries; one it lacks is a 404, not an error
 			if err := s.gh.RemoveLabel(ctx, k.Tenant, k.Repo, c.PRNumber, label); err != nil {
-				if _, ok := forge.IsWriteBudget(err); ok {
-					return err // the comment is posted again only if this row is lost: it is not
+				if retryLater(err) {
+					return err // the comment went, and is not posted again
 				}
 				log.Error().Err(err).Str("label", label).Msg("could not remove the trigger label")
 			}
 		}
-		if err := s.store.OutboxCommented(ctx, l, c.ID); err != nil {
+		if err := s.store.OutboxCommented(ctx, l, c.ID, true); err != nil {
 			return err
 		}
 	}
@@ -178,6 +181,14 @@ func (s *Syncer) endRun(ctx context.Context, l *leasedo.Lease, c leasedo.CheckRu
 		return err
 	}
 	return s.store.CheckRunEnded(ctx, l, c.ID)
+}
+
+// retryLater: err will pass (the write budget, a rate limit, an outage),
+// so what failed is tried again at the next sync rather than given up.
+func retryLater(err error) bool {
+	_, budget := forge.IsWriteBudget(err)
+	_, limited := forge.IsRateLimited(err)
+	return budget || limited || forge.IsTransient(err)
 }
 
 // detailsURL is the check run's link to the repository's page on the
@@ -322,8 +333,8 @@ func baseName(it leasedo.Item) string {
 //
 //	In the merge queue for main: waiting for its checks
 //	First in line for main: waiting for its checks
-//	Checks passed: waits its turn in the merge queue for main
-//	First in line for main: merging            (or what it waits for: a review, its branch's update)
+//	Checks passed: waits its turn in the merge queue for main   (the head too, as it merges)
+//	First in line for main: waiting for an approving review     (what the head waits for, if not its turn)
 //	Waits, held by the label "do-not-merge"    (a policy's hold)
 //	Blocked until an administrator acts: ...   (the operator's to fix)
 //	In GitHub's merge queue for main
@@ -342,10 +353,11 @@ func stageTitle(it leasedo.Item, head bool) string {
 		return "Waits, " + strings.TrimPrefix(it.GateReason, rules.HeldPrefix)
 	case it.Status == leasedo.StatusBlocked:
 		return "Blocked until an administrator acts: " + it.GateReason
-	case passed && head && it.Status == leasedo.StatusGatePassed && it.GateReason != "" && it.GateReason != rules.ReadyReason:
+	case passed && head && it.Status == leasedo.StatusGatePassed && it.GateReason != "" && it.GateReason != rules.ReadyReason &&
+		!strings.HasPrefix(it.GateReason, rules.UpdatingPrefix):
+		// A wait of the head's own; its merge and its branch's update
+		// (which the pull request's page shows) are no news worth a write.
 		return fmt.Sprintf("First in line for %s: %s", base, it.GateReason)
-	case passed && head:
-		return fmt.Sprintf("First in line for %s: merging", base)
 	case passed:
 		return fmt.Sprintf("Checks passed: waits its turn in the merge queue for %s", base)
 	case head:
