@@ -272,3 +272,39 @@ func TestWriteBudgetMergesFirstAndDropsStaleTitles(t *testing.T) {
 	}
 	h.everyRunConcluded()
 }
+
+// After a lost database the cron's pass rebuilds the queue without
+// waiting for the write budget; the check runs of the rebuilt entries
+// follow through it afterwards (the engine's retries), never faster than
+// the budget, until every entry has one.
+func TestRebuiltEntriesCheckRunsFollowThroughTheBudget(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.WritesPerMinute = 10 })
+	const n = 30
+	for i := 1; i <= n; i++ {
+		h.gh.AddPR(testRepo, fakegithub.PR{Number: i, HeadSHA: fmt.Sprintf("%040x", i), BaseRef: testBase, Labels: []string{"automerge"}, Author: "octocat"})
+	}
+	h.clock.Advance(time.Minute) // past the resync's grace
+	if _, err := h.app.Reconciler.Pass(h.t.Context(), testKey); err != nil {
+		t.Fatal(err)
+	}
+	if q := h.queue(); len(q) != n {
+		t.Fatalf("rebuilt %d entries, want %d", len(q), n)
+	}
+	inPass := h.gh.Writes(testTenant)
+	if inPass >= n {
+		t.Fatalf("the pass wrote %d check runs itself; want the budget (7 a minute for runs created) to leave most for later", inPass)
+	}
+	h.horizon = time.Hour
+	h.settle()
+	withRun := map[string]bool{}
+	for _, w := range h.gh.CheckRuns() {
+		withRun[w.HeadSHA] = true
+	}
+	if len(withRun) != n {
+		t.Errorf("%d of %d rebuilt entries have a check run", len(withRun), n)
+	}
+	if peak := h.gh.PeakWrites(testTenant, time.Minute); peak > 10 || h.gh.SecondaryLimited("") != 0 {
+		t.Errorf("at most %d writes in a minute (budget 10), %d secondary-limit answers", peak, h.gh.SecondaryLimited(""))
+	}
+	t.Logf("the pass created %d runs; the rest followed over %d writes", inPass, h.gh.Writes(testTenant)-inPass)
+}

@@ -214,7 +214,7 @@ func (b *writeBudget) take(c WriteClass) error {
 			b.held = now
 			minute, hour := b.limitsLocked()
 			b.log.Warn().Str("tenant", b.tenant).Str("class", c.String()).Int("sent_last_hour", len(b.sent)).
-				Int("per_minute", minute).Int("per_hour", hour).Time("next_at", at).
+				Int("per_minute", minute).Int("per_hour", hour).Time("next_at", at).Dur("wait", at.Sub(now)).
 				Msg("GitHub writes held back to stay within the installation's write budget (GitHub allows 80 a minute, 500 an hour); landing goes first, check-run titles last")
 		}
 		b.heldN++
