@@ -140,14 +140,61 @@ type writeBudget struct {
 	replicas int
 
 	mu      sync.Mutex
-	sent    []time.Time // sends in the last hour, oldest first
+	points  map[string][]pointsAt // operation -> its points in the last minute, oldest first
+	sent    []time.Time           // sends in the last hour, oldest first
 	byClass [numClasses]int64
 	held    time.Time // when writes were first held back (zero: not held)
 	heldN   int       // refusals since then
 }
 
 func newWriteBudget(tenant string, clock func() time.Time, perMinute, perHour int, log zerolog.Logger) *writeBudget {
-	return &writeBudget{tenant: tenant, clock: clock, minute: max(perMinute, 0), hour: max(perHour, 0), log: log}
+	return &writeBudget{tenant: tenant, clock: clock, minute: max(perMinute, 0), hour: max(perHour, 0), log: log, points: map[string][]pointsAt{}}
+}
+
+// GitHub's secondary limit per REST endpoint: 900 points a minute, a read
+// costing 1 and a write 5. Each installation's requests of one operation
+// (its endpoint) stay under EndpointPointsPerMinute, shared by the
+// replicas: a read waits for room (a cron pass over a thousand
+// repositories of one installation reads their check runs faster than
+// that at GitHub's best latency), a write is counted.
+const EndpointPointsPerMinute = 800
+
+type pointsAt struct {
+	at     time.Time
+	points int
+}
+
+// spend counts points of op, waiting (on the wall clock, re-reading the
+// Client's clock) until its last minute has room for them, or ctx ends.
+func (b *writeBudget) spend(ctx context.Context, op string, points int) error {
+	for {
+		b.mu.Lock()
+		now := b.clock()
+		ps := b.points[op]
+		for len(ps) > 0 && !now.Before(ps[0].at.Add(time.Minute)) {
+			ps = ps[1:]
+		}
+		used := 0
+		for _, p := range ps {
+			used += p.points
+		}
+		limit := max(EndpointPointsPerMinute/max(b.replicas, 1), 5)
+		if used+points <= limit || len(ps) == 0 {
+			b.points[op] = append(ps, pointsAt{at: now, points: points})
+			b.mu.Unlock()
+			return nil
+		}
+		b.points[op] = ps
+		wait := ps[0].at.Add(time.Minute).Sub(now)
+		b.mu.Unlock()
+		t := time.NewTimer(min(max(wait, time.Millisecond), time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func (b *writeBudget) setReplicas(n int) {

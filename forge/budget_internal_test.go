@@ -1,7 +1,9 @@
 package forge
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,5 +126,50 @@ func TestClientSharesTheWriteBudgetAmongReplicas(t *testing.T) {
 	b, ok := c.WriteBudget("1")
 	if !ok || b.PerMinute != 30 || b.PerHour != 225 {
 		t.Fatalf("with 2 replicas: %+v, want 30 a minute and 225 an hour", b)
+	}
+}
+
+// GitHub's 900 points a minute per endpoint: an installation's reads of
+// one operation wait once it spent 800 in the last minute, and go when the
+// minute moves on; other operations are not held up.
+func TestEndpointPointsWaitForTheMinute(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	b := newWriteBudget("7", clock, 60, 450, zerolog.Nop())
+	ctx := context.Background()
+	for i := 0; i < EndpointPointsPerMinute; i++ {
+		if err := b.spend(ctx, "checks.list-for-ref", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.spend(ctx, "pulls.get", 1); err != nil {
+		t.Fatalf("another operation: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.spend(ctx, "checks.list-for-ref", 1) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the 801st read of a minute went at once (%v); want it to wait", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read still waits a minute later")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	for i := 0; i < EndpointPointsPerMinute; i++ {
+		b.spend(ctx, "pulls.list", 1)
+	}
+	cancel()
+	if err := b.spend(cctx, "pulls.list", 1); err == nil {
+		t.Fatal("a read whose context ended went all the same")
 	}
 }

@@ -167,6 +167,18 @@ func WithSendCheck(ctx context.Context, check func() error) context.Context {
 
 func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	if op := Operation(req); t.budget != nil && op != "apps.create-installation-access-token" {
+		points := 1
+		if _, write := writeClass(req); write {
+			points = 5
+		}
+		if err := t.budget.spend(ctx, op, points); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
+		}
+	}
 	if !t.slots.tryAcquire() {
 		start := time.Now()
 		t.waited.Add(1)
