@@ -341,6 +341,25 @@ func (s *Store) Recheck(ctx context.Context, l *Lease, statuses ...string) (int,
 	return int(n), err
 }
 
+// RecheckPRs marks the entries of prs that wait (evaluating, gate passed
+// or blocked) to be read again at the next sync, and returns how many.
+func (s *Store) RecheckPRs(ctx context.Context, l *Lease, prs []int) (int, error) {
+	var n int64
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		for _, pr := range prs {
+			res, err := tx.ExecContext(ctx, `UPDATE queue SET status = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND status IN (?, ?, ?)`,
+				StatusQueued, l.Key.Tenant, l.Key.Repo, pr, StatusEvaluating, StatusGatePassed, StatusBlocked)
+			if err != nil {
+				return fmt.Errorf("%s: recheck #%d: %w", l.Key, pr, err)
+			}
+			m, _ := res.RowsAffected()
+			n += m
+		}
+		return nil
+	})
+	return int(n), err
+}
+
 // SetCheckRun remembers the id and last title of pr's mergegate check run.
 func (s *Store) SetCheckRun(ctx context.Context, l *Lease, pr int, sha string, id int64, title string) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
