@@ -52,6 +52,22 @@ func (s *Syncer) runCommands(ctx context.Context, l *leasedo.Lease) error {
 func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Command) error {
 	k := l.Key
 	log := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", c.PRNumber).Str("by", c.Author).Str("command", c.Command).Logger()
+	if c.Command == "label" {
+		// A trigger label mergegate added itself (@mergegate queue, from
+		// someone who may write) carries that command's consent: the
+		// bot's own permission, whatever GitHub answers for it, is not
+		// what counts.
+		own, err := s.isApp(ctx, c.Author)
+		switch {
+		case err != nil && (forge.IsRetryable(err) || ctx.Err() != nil):
+			return err
+		case err != nil:
+			// Not known to be mergegate's: checked as anyone's label.
+			log.Warn().Err(err).Msg("could not read the App's own login (GET /app); the label is checked as anyone's")
+		case own:
+			return s.store.CommandDone(ctx, l, c, "trigger label added by mergegate (@"+c.Author+") for a command from someone who may write")
+		}
+	}
 	perm, err := s.permission(ctx, k, c.Author)
 	if err != nil {
 		return err
@@ -169,6 +185,24 @@ func roleName(p forge.Permission) string {
 func withAutoMerge(o rules.Options) rules.Options {
 	o.AutoMergeTrigger = true
 	return o
+}
+
+// appLoginTTL is how long the App's login is kept (a renamed App gets a
+// new slug).
+const appLoginTTL = time.Hour
+
+// isApp reports whether login is the App's own, "<slug>[bot]" (GitHub's
+// logins compare case-insensitively). Only a login ending in "[bot]" costs
+// a read of the App's slug (GET /app, kept appLoginTTL).
+func (s *Syncer) isApp(ctx context.Context, login string) (bool, error) {
+	if !strings.HasSuffix(strings.ToLower(login), "[bot]") {
+		return false, nil
+	}
+	own, err := readThrough(s, s.logins, "app", appLoginTTL, func() (string, error) { return s.gh.AppLogin(ctx) })
+	if err != nil {
+		return false, err
+	}
+	return strings.EqualFold(own, login), nil
 }
 
 // permission returns user's permission on k, kept permissionTTL.

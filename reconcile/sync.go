@@ -75,6 +75,7 @@ type Syncer struct {
 	methods map[string]cached[forge.MergeMethods] // tenant:repo
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
 	perms   map[string]cached[forge.Permission]   // tenant:repo@user
+	logins  map[string]cached[string]             // "app": the App's own login
 }
 
 type cached[T any] struct {
@@ -128,7 +129,7 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 	return &Syncer{
 		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
-		perms: map[string]cached[forge.Permission]{},
+		perms: map[string]cached[forge.Permission]{}, logins: map[string]cached[string]{},
 	}
 }
 
