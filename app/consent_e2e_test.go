@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/policy"
 )
 
@@ -106,4 +107,110 @@ func TestOtherBotsLabelUnderLabelRequiresWrite(t *testing.T) {
 	if got, _ := h.gh.PR(testRepo, 1); slices.Contains(got.Labels, "automerge") {
 		t.Errorf("labels = %v, want the trigger label removed", got.Labels)
 	}
+}
+
+// pushBy: user pushes sha onto PR n's branch, and GitHub delivers the
+// synchronize (before: the head it replaced; sender: user).
+func (h *harness) pushBy(n int, sha, user string) {
+	h.t.Helper()
+	h.gh.SetHead(testRepo, n, sha)
+	h.mustSend("pull_request", withSender(h.t, h.prPayload("synchronize", n, sha, "automerge"), user))
+}
+
+// A serial base with no required review: a writer labels a fork's pull
+// request; its author, who may not write, pushes new commits. The new
+// head passes its checks but is never merged: it keeps its place, its
+// check run says who pushed and what a writer must do, and the pull
+// requests behind it merge. A writer's `@mergegate queue` lets it merge,
+// at that head.
+func TestPushByANonWriterNeedsAWritersConsent(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRole(testRepo, "alice", "write")
+	shaA, shaB := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	h.gh.AddPR(testRepo, fakegithub.PR{Number: 1, HeadSHA: shaA, BaseRef: testBase, Labels: []string{"automerge"}, Author: "eve", Fork: true, LabeledBy: "alice"})
+	h.mustSend("pull_request", withSender(t, h.prPayload("labeled", 1, shaA, "automerge"), "alice"))
+	h.settle()
+	h.pushBy(1, shaB, "eve")
+	h.pass(shaB)
+	h.label(2, strings.Repeat("c", 40))
+	h.pass(strings.Repeat("c", 40))
+	h.eventually("#2 merged", func() bool { return len(h.merges()) == 1 })
+	h.settle()
+	if m := h.merges(); m[0].PRNumber != 2 {
+		t.Fatalf("merges = %+v, want #2 only", m)
+	}
+	q := h.liveQueue()
+	if len(q) != 1 || q[0].PRNumber != 1 || q[0].Status != leasedo.StatusBlocked {
+		t.Fatalf("queue = %+v, want #1 held", q)
+	}
+	title := h.lastTitle(shaB)
+	for _, want := range []string{"@eve, who may not write to the repository, pushed new commits", "`@mergegate queue`"} {
+		if !strings.Contains(title, want) {
+			t.Errorf("#1's check run reads %q, want %q", title, want)
+		}
+	}
+	// The cron's pass tries it again: still held, said once.
+	h.cronPass()
+	h.settle()
+	if len(h.merges()) != 1 {
+		t.Fatalf("merged after the cron's pass: %+v", h.merges())
+	}
+	h.commentCommand(1, "alice", "@mergegate queue")
+	h.eventually("#1 merged at eve's head", func() bool { return len(h.merges()) == 2 && h.merges()[1].SHA == shaB })
+}
+
+// A push by a writer, and mergegate's own update of a branch behind a
+// strict base (the synchronize's sender is its bot), keep the consent.
+func TestPushByAWriterOrMergegateKeepsTheConsent(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRole(testRepo, "alice", "write")
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, true)
+	shaA, shaB := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	h.gh.AddPR(testRepo, fakegithub.PR{Number: 1, HeadSHA: shaA, BaseRef: testBase, Labels: []string{"automerge"}, Author: "alice"})
+	h.mustSend("pull_request", withSender(t, h.prPayload("labeled", 1, shaA, "automerge"), "alice"))
+	h.settle()
+	h.pushBy(1, shaB, "alice")
+	h.gh.SetBehind(testRepo, 1, true)
+	h.pass(shaB)
+	h.eventually("the branch update", func() bool { return len(h.gh.BranchUpdates()) == 1 })
+	up := h.gh.BranchUpdates()[0]
+	h.mustSend("pull_request", withSender(t, h.prPayload("synchronize", 1, up.ToSHA, "automerge"), fakegithub.AppBotLogin))
+	h.pass(up.ToSHA)
+	h.eventually("#1 merged at the updated head", func() bool { return len(h.merges()) == 1 && h.merges()[0].SHA == up.ToSHA })
+}
+
+// A merge train: a fork's pull request in a group testing, its author
+// pushes. It leaves the group, and its new head is never merged into a
+// mergegate branch (where CI runs with the repository's secrets) nor
+// landed until a writer consents; then it lands.
+func TestTrainPushByANonWriterLeavesTheTrain(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	h.gh.SetRole(testRepo, "alice", "write")
+	pr := h.gh.AddPR(testRepo, fakegithub.PR{Number: 1, BaseRef: testBase, Labels: []string{"automerge"}, Author: "eve", Fork: true, LabeledBy: "alice"})
+	h.mustSend("pull_request", withSender(t, h.prPayload("labeled", 1, pr.HeadSHA, "automerge"), "alice"))
+	h.openLabeled(2)
+	h.runCI(10, func() bool {
+		gs := h.groups()
+		return len(gs) == 1 && gs[0].State == leasedo.GroupTesting && len(gs[0].PRs) == 2
+	})
+	newHead := strings.Repeat("e", 40)
+	h.pushBy(1, newHead, "eve")
+	h.settle()
+	h.runCI(20, func() bool { return len(h.liveQueue()) == 1 && len(h.groups()) == 0 })
+	h.landedOnlyTested(2)
+	for _, w := range h.gh.RefWrites() {
+		if w.Head == newHead {
+			t.Fatalf("eve's head was merged into %s", w.Branch)
+		}
+	}
+	if q := h.liveQueue(); q[0].PRNumber != 1 || !strings.Contains(q[0].GateReason, "@eve, who may not write to the repository, pushed new commits") {
+		t.Fatalf("queue = %+v, want #1 held for a writer", q)
+	}
+	if title := h.lastTitle(newHead); !strings.Contains(title, "waiting for a writer") {
+		t.Errorf("#1's check run reads %q", title)
+	}
+	h.commentCommand(1, "alice", "@mergegate queue")
+	h.runCI(20, h.queueEmpty)
+	h.landedOnlyTested(1, 2)
 }

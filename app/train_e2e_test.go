@@ -59,10 +59,11 @@ func (h *harness) runCI(rounds int, done func() bool) time.Duration {
 	for i := 0; i < rounds; i++ {
 		h.settle()
 		// GitHub sends synchronize for a branch it updated (a serial
-		// queue on a strict base asks for that); the fake leaves it to us.
+		// queue on a strict base asks for that), its sender the App's
+		// bot; the fake leaves it to us.
 		for ; updates < len(h.gh.BranchUpdates()); updates++ {
 			u := h.gh.BranchUpdates()[updates]
-			h.mustSend("pull_request", h.prPayload("synchronize", u.PRNumber, u.ToSHA, "automerge"))
+			h.mustSend("pull_request", withSender(h.t, h.prPayload("synchronize", u.PRNumber, u.ToSHA, "automerge"), fakegithub.AppBotLogin))
 			h.settle()
 		}
 		if done() {

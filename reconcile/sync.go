@@ -433,7 +433,9 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 		if err != nil {
 			return false, 0, err
 		}
-		if changed && a.Problem == "held" {
+		if changed && a.Problem == rules.ProblemConsent {
+			log.Info().Str("reason", strings.TrimPrefix(a.Reason, rules.HeldPrefix)).Msg("held: no writer consented to its head; it keeps its place and the queue behind it goes on")
+		} else if changed && a.Problem == "held" {
 			log.Info().Str("reason", strings.TrimPrefix(a.Reason, rules.HeldPrefix)).Msg("held back by the repository's policy; it keeps its place and the queue behind it goes on")
 		} else if changed {
 			// Once per change: each cron pass tries a blocked entry again.

@@ -98,7 +98,8 @@ type gitRepo struct {
 	allowPush map[string]bool         // protected branches the App may push to (AllowPush)
 	owners    map[string]map[int]bool // path -> the pull requests whose Files change it
 	root      string
-	foreign   []*foreignPush // PushForeign's pushes not made yet
+	foreign   []*foreignPush    // PushForeign's pushes not made yet
+	prevHead  map[string]string // a pull request's head sha -> the head it replaced
 }
 
 // ForeignPush is a commit someone other than mergegate pushes onto a
@@ -121,6 +122,26 @@ type ForeignPush struct {
 type foreignPush struct {
 	ForeignPush
 	seen int // merges into a matching branch so far
+}
+
+// movedHead records that a pull request's head moved from before to after.
+func (g *gitRepo) movedHead(before, after string) {
+	if before == "" || before == after {
+		return
+	}
+	if g.prevHead == nil {
+		g.prevHead = map[string]string{}
+	}
+	g.prevHead[after] = before
+}
+
+// HeadBefore returns the head a pull request of fullName had before its
+// head became sha (a synchronize delivery's before), "" when sha never
+// replaced one.
+func (s *Server) HeadBefore(fullName, sha string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mustRepo(fullName).git.prevHead[sha]
 }
 
 // PushForeign arranges p on fullName. The commit it pushes is a RefWrite
@@ -401,6 +422,7 @@ func (s *Server) setPRHead(rp *repo, pr *PR, sha string) {
 // CI on it. Called with s.mu held.
 func (s *Server) commitPRHead(rp *repo, pr *PR, parent string) {
 	g := rp.git
+	g.movedHead(parent, pr.HeadSHA)
 	for p := range pr.Files {
 		if g.owners[p] == nil {
 			g.owners[p] = map[int]bool{}
@@ -493,6 +515,7 @@ func (s *Server) commitPRMerge(rp *repo, pr *PR, method, sha, message string) {
 // on the tip, with the merge's tree. Called with s.mu held.
 func (s *Server) commitBranchUpdate(rp *repo, pr *PR, from, kind string) {
 	g := rp.git
+	g.movedHead(from, pr.HeadSHA)
 	tip := rp.branches[pr.BaseRef]
 	tree, _ := g.merge3(tip, from)
 	if kind == "rebase" {
