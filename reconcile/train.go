@@ -311,18 +311,14 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	}
 	head := parent
 	for i, m := range g.PRs {
-		// The build branch holds what mergegate wrote, and only that:
-		// read before each merge into it, and each merge's parents are
-		// the tip mergegate left and the pull request's head. A commit
-		// someone else pushed there would be tested, then landed (a
-		// fast-forward with the App's bypass skips required reviews).
-		if foreign, err := s.foreignTip(ctx, k, tmp, head); err != nil || foreign != "" {
-			if err != nil {
-				return false, 0, err
-			}
-			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("%s points to %s before #%d was merged into it, not to %s, which mergegate left there",
-				tmp, forge.ShortSHA(foreign), m.Number, forge.ShortSHA(head)), foreign, log)
-		}
+		// The build branch holds what mergegate wrote, and only that: each
+		// merge's parents are the tip mergegate left and the pull
+		// request's head (a merge onto a commit someone else pushed has
+		// that commit as its first parent, so no read of the branch
+		// before each merge is needed), and the branch is read once before
+		// the group's commit is pushed. A foreign commit would be tested,
+		// then landed (a fast-forward with the App's bypass skips required
+		// reviews).
 		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, tmp, m.SHA,
 			fmt.Sprintf("Merge #%d into %s (mergegate train group %d)", m.Number, f.Base, g.ID))
 		if err == nil && !res.UpToDate && !slices.Equal(res.Parents, []string{head, m.SHA}) {
@@ -349,6 +345,7 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			head = res.SHA
 		}
 	}
+	// Also what a merge GitHub answered 204 (nothing to merge) left.
 	if foreign, err := s.foreignTip(ctx, k, tmp, head); err != nil || foreign != "" {
 		if err != nil {
 			return false, 0, err
