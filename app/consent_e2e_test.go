@@ -214,3 +214,30 @@ func TestTrainPushByANonWriterLeavesTheTrain(t *testing.T) {
 	h.runCI(20, h.queueEmpty)
 	h.landedOnlyTested(1, 2)
 }
+
+// Closed and reopened by its author, who may not write, on a head pushed
+// meanwhile: the label was a writer's consent to an earlier head. It is
+// back in the queue, held, until a writer consents.
+func TestReopenedByANonWriterNeedsAWritersConsent(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRole(testRepo, "alice", "write")
+	shaA, shaB := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	h.gh.AddPR(testRepo, fakegithub.PR{Number: 1, HeadSHA: shaA, BaseRef: testBase, Labels: []string{"automerge"}, Author: "eve", Fork: true, LabeledBy: "alice"})
+	h.mustSend("pull_request", withSender(t, h.prPayload("labeled", 1, shaA, "automerge"), "alice"))
+	h.settle()
+	h.gh.UpdatePR(testRepo, 1, func(pr *fakegithub.PR) { pr.State = "closed" })
+	h.mustSend("pull_request", withSender(t, h.prPayload("closed", 1, shaA, "automerge"), "eve"))
+	h.settle()
+	h.gh.UpdatePR(testRepo, 1, func(pr *fakegithub.PR) { pr.State, pr.HeadSHA = "open", shaB })
+	h.mustSend("pull_request", withSender(t, h.prPayload("reopened", 1, shaB, "automerge"), "eve"))
+	h.pass(shaB)
+	h.settle()
+	if len(h.merges()) != 0 {
+		t.Fatalf("merged: %+v", h.merges())
+	}
+	if q := h.liveQueue(); len(q) != 1 || !strings.Contains(q[0].GateReason, "@eve, who may not write to the repository, reopened it") {
+		t.Fatalf("queue = %+v, want #1 held for a writer", q)
+	}
+	h.commentCommand(1, "alice", "@mergegate queue")
+	h.eventually("#1 merged", func() bool { return len(h.merges()) == 1 && h.merges()[0].SHA == shaB })
+}

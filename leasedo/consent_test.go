@@ -60,6 +60,16 @@ func TestConsentIsForAHead(t *testing.T) {
 		if got, note := consent(2); got != NoConsent || note != "@eve reopened it" {
 			t.Errorf("after SetConsent: %q %q", got, note)
 		}
+		// A held entry is read again once its consent changes.
+		if _, err := s.Block(ctx, l, 2, c, "held: waiting for a writer"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SetConsent(ctx, l, 2, c, ""); err != nil {
+			t.Fatal(err)
+		}
+		if its, _ := s.Items(ctx, key); its[1].Status != StatusQueued {
+			t.Errorf("after SetConsent of a held entry: status %s, want queued", its[1].Status)
+		}
 		if queued, err := s.SetConsent(ctx, l, 9, c, ""); err != nil || queued {
 			t.Errorf("SetConsent of a pull request not queued = %v %v", queued, err)
 		}

@@ -376,11 +376,13 @@ func (s *Store) MarkBranchUpdated(ctx context.Context, l *Lease, pr int, sha, ba
 
 // SetConsent records what a writer's consent to pr covers now (consent, a
 // head sha or NoConsent) and why it does not cover its head (note; "" when
-// it does), as rules.ConsentAfter decided. It reports whether pr is
-// queued.
+// it does), as rules.ConsentAfter decided; the entry is read again at the
+// next sync (held, it may go on now). It reports whether pr is queued.
 func (s *Store) SetConsent(ctx context.Context, l *Lease, pr int, consent, note string) (queued bool, err error) {
 	err = s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		res, err := tx.ExecContext(ctx, `UPDATE queue SET consent_sha = ?, consent_note = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
+		res, err := tx.ExecContext(ctx, `UPDATE queue SET consent_sha = ?, consent_note = ?,
+				status = CASE WHEN status IN ('evaluating', 'gate_passed', 'blocked') THEN 'queued' ELSE status END
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
 			consent, note, l.Key.Tenant, l.Key.Repo, pr, StatusBounced)
 		if err != nil {
 			return fmt.Errorf("%s: consent of #%d: %w", l.Key, pr, err)
