@@ -92,5 +92,5 @@ func Unconsented(e leasedo.Item) string {
 	if why == "" {
 		why = "its head changed after it was queued, and mergegate has not seen who pushed"
 	}
-	return "waiting for a writer: " + why + "; someone who may write must comment `@mergegate queue` (or add the trigger label again) to let this head merge"
+	return "no writer consented to this head: " + why + "; someone who may write must comment `@mergegate queue` (or add the trigger label again) to let it merge"
 }
