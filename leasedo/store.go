@@ -313,11 +313,7 @@ func reevaluateEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, base stri
 				return "", err
 			}
 		}
-		// The consent stays on the head it was given on (an older
-		// mergegate's '' is pinned to it): the sync moves it to the new
-		// head when whoever pushed may write (rules.ConsentAfter).
 		_, err = tx.ExecContext(ctx, `UPDATE queue SET pr_sha = ?, head_at = ?, check_run_id = 0, check_title = '',
-				consent_sha = CASE WHEN consent_sha = '' THEN pr_sha ELSE consent_sha END,
 				base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END, reevaluated_at = ?, status = ?,
 				gate_result = NULL, gate_result_at = NULL, gate_reason = ''
 			WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
@@ -330,6 +326,15 @@ func reevaluateEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, base stri
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
+	}
+	if oldSha != sha {
+		// The consent stays on the head it was given on (an older
+		// mergegate's '' is pinned to it): the sync moves it to the new
+		// head when whoever pushed may write (rules.ConsentAfter).
+		if _, err := tx.ExecContext(ctx, `UPDATE queue SET consent_sha = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND consent_sha = '' AND status != ?`,
+			oldSha, k.Tenant, k.Repo, pr, StatusBounced); err != nil {
+			return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
+		}
 	}
 	if err := insertAudit(ctx, tx, k, now, AuditReevaluate, pr, sha, reason); err != nil {
 		return "", err

@@ -259,6 +259,11 @@ func (s *Syncer) isApp(ctx context.Context, login string) (bool, error) {
 	if !strings.HasSuffix(strings.ToLower(login), "[bot]") {
 		return false, nil
 	}
+	s.mu.Lock()
+	if s.logins == nil {
+		s.logins = map[string]cached[string]{}
+	}
+	s.mu.Unlock()
 	own, err := readThrough(s, s.logins, "app", appLoginTTL, func() (string, error) { return s.gh.AppLogin(ctx) })
 	if err != nil {
 		return false, err

@@ -69,13 +69,13 @@ type Syncer struct {
 	clock leasedo.Clock
 
 	policies *Policies
+	logins   map[string]cached[string] // "app": the App's own login (isApp), under mu; made at first use
 
 	mu      sync.Mutex
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
 	methods map[string]cached[forge.MergeMethods] // tenant:repo
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
 	perms   map[string]cached[forge.Permission]   // tenant:repo@user
-	logins  map[string]cached[string]             // "app": the App's own login
 }
 
 type cached[T any] struct {
@@ -129,7 +129,7 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 	return &Syncer{
 		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
-		perms: map[string]cached[forge.Permission]{}, logins: map[string]cached[string]{},
+		perms: map[string]cached[forge.Permission]{},
 	}
 }
 
