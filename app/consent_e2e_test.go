@@ -207,7 +207,7 @@ func TestTrainPushByANonWriterLeavesTheTrain(t *testing.T) {
 	if q := h.liveQueue(); q[0].PRNumber != 1 || !strings.Contains(q[0].GateReason, "@eve, who may not write to the repository, pushed new commits") {
 		t.Fatalf("queue = %+v, want #1 held for a writer", q)
 	}
-	if title := h.lastTitle(newHead); !strings.Contains(title, "waits, no writer consented to this head: @eve") {
+	if title := h.lastTitle(newHead); !strings.Contains(title, "no writer consented to this head: @eve") {
 		t.Errorf("#1's check run reads %q", title)
 	}
 	h.commentCommand(1, "alice", "@mergegate queue")
