@@ -103,6 +103,11 @@ func TestHeadMovedBeforeMergeIsReevaluated(t *testing.T) {
 	if len(h.merges()) != 0 {
 		t.Fatalf("merged an untested head: %+v", h.merges())
 	}
+	// Nobody knows yet who pushed: held until the webhook says.
+	if q := h.queue(); !strings.Contains(q[0].GateReason, "has not seen who pushed") {
+		t.Errorf("before the push's webhook: %q, want held for a writer", q[0].GateReason)
+	}
+	h.mustSend("pull_request", h.prPayload("synchronize", 4, shaB, "automerge")) // by the repository's owner
 	h.pass(shaB)
 	h.eventually("the merge", func() bool { return len(h.merges()) == 1 && h.merges()[0].SHA == shaB })
 }

@@ -66,6 +66,10 @@ func newHarnessLogging(t testing.TB, level zerolog.Level, opts ...harnessOpt) *h
 	clk := leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	gh := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
 	gh.AddRepo(testTenant, testRepo, testBase)
+	// The payload examples' sender, Codertocat, owns the repository: on
+	// GitHub the owner of a user's repository is its admin (a push by
+	// the owner keeps the writer's consent to a queued head).
+	gh.SetRole(testRepo, "Codertocat", "admin")
 	dir := t.TempDir()
 	keyPath := filepath.Join(dir, "app.pem")
 	if err := os.WriteFile(keyPath, gh.PrivateKeyPEM(), 0o600); err != nil {
@@ -179,6 +183,10 @@ func (h *harness) prPayloadIn(fullName, action string, n int, sha string, labels
 		pr["draft"] = false
 		pr["auto_merge"] = nil
 		obj(pr, "head")["sha"] = sha
+		if action == "synchronize" {
+			// GitHub's before: the head the push replaced.
+			m["before"], m["after"] = h.gh.HeadBefore(fullName, sha), sha
+		}
 		obj(pr, "base")["ref"] = testBase
 		var ls []any
 		for _, l := range labels {

@@ -59,10 +59,11 @@ func (h *harness) runCI(rounds int, done func() bool) time.Duration {
 	for i := 0; i < rounds; i++ {
 		h.settle()
 		// GitHub sends synchronize for a branch it updated (a serial
-		// queue on a strict base asks for that); the fake leaves it to us.
+		// queue on a strict base asks for that), its sender the App's
+		// bot; the fake leaves it to us.
 		for ; updates < len(h.gh.BranchUpdates()); updates++ {
 			u := h.gh.BranchUpdates()[updates]
-			h.mustSend("pull_request", h.prPayload("synchronize", u.PRNumber, u.ToSHA, "automerge"))
+			h.mustSend("pull_request", withSender(h.t, h.prPayload("synchronize", u.PRNumber, u.ToSHA, "automerge"), fakegithub.AppBotLogin))
 			h.settle()
 		}
 		if done() {
@@ -468,5 +469,56 @@ func TestTrainRebuildsWhenTheBaseMoves(t *testing.T) {
 	}
 	if parents := h.gh.Parents(testRepo, tip); len(parents) == 0 {
 		t.Errorf("the landed commit has no parents")
+	}
+}
+
+// A commit someone else pushes onto a group's build branch while mergegate
+// builds it (between its read and a merge, between two merges, after the
+// last) is never tested nor landed: the next merge's parents, or the
+// branch's tip before the push, say so; the group is
+// abandoned, the log tells the operator why, and its pull requests are
+// built again in a new group and land without the commit.
+func TestTrainBuildBranchForeignCommit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		push fakegithub.ForeignPush
+		why  string // what the log's reason says
+	}{
+		{"between the read and the merge", fakegithub.ForeignPush{Merge: 2, Before: true}, "made"},
+		{"between two merges", fakegithub.ForeignPush{Merge: 1}, "made"},
+		{"after the last merge", fakegithub.ForeignPush{Merge: 2}, "after its merges"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+			h.gh.AllowPush(testRepo, testBase)
+			c.push.Prefix, c.push.Files = leasedo.BuildBranchPrefix, map[string]string{"evil.txt": "never reviewed\n"}
+			h.gh.PushForeign(testRepo, c.push)
+			h.openLabeled(1, 2)
+			h.runCI(30, h.queueEmpty)
+			var foreign string
+			for _, w := range h.gh.RefWrites() {
+				if w.Action == "push" {
+					foreign = w.SHA
+				}
+			}
+			if foreign == "" {
+				t.Fatal("the foreign commit was never pushed")
+			}
+			h.landedOnlyTested(1, 2)
+			tip, _ := h.gh.BranchHead(testRepo, testBase)
+			if _, ok := h.gh.FilesOf(testRepo, tip)["evil.txt"]; ok {
+				t.Errorf("the foreign commit's file reached %s", testBase)
+			}
+			for _, w := range h.gh.RefWrites() {
+				if strings.HasPrefix(w.Branch, leasedo.BranchPrefix) && w.SHA != "" && slices.Contains(h.gh.Parents(testRepo, w.SHA), foreign) {
+					t.Errorf("the foreign commit was pushed to %s for CI", w.Branch)
+				}
+			}
+			log := h.logBuf.String()
+			if !strings.Contains(log, "merge train group abandoned: its build branch holds a commit mergegate did not make") ||
+				!strings.Contains(log, c.why) || !strings.Contains(log, "mergegate*/**") {
+				t.Errorf("the log does not tell the operator why (%q) and what to do:\n%s", c.why, log)
+			}
+		})
 	}
 }

@@ -84,6 +84,11 @@ type MergeResult struct {
 	SHA string
 	// TreeSHA is the merge commit's tree ("" when UpToDate).
 	TreeSHA string
+	// Parents are the merge commit's parents as GitHub answers them, in
+	// order: the base's tip it merged into, then head. A caller that
+	// knows what the base held checks them (a merge train's build
+	// branch: anything else is a commit someone else pushed there).
+	Parents []string
 	// UpToDate: GitHub answered 204, head was already in base and nothing
 	// was merged; base did not move.
 	UpToDate bool
@@ -207,7 +212,11 @@ func (c *Client) MergeBranch(ctx context.Context, tenant, repo, base, head, mess
 	if commit.GetSHA() == "" {
 		return MergeResult{}, fmt.Errorf("forge: %s: merging %s into %s: GitHub's answer (%d) has no commit sha", repo, ShortSHA(head), base, resp.StatusCode)
 	}
-	return MergeResult{SHA: commit.GetSHA(), TreeSHA: commit.GetCommit().GetTree().GetSHA()}, nil
+	res := MergeResult{SHA: commit.GetSHA(), TreeSHA: commit.GetCommit().GetTree().GetSHA()}
+	for _, p := range commit.Parents {
+		res.Parents = append(res.Parents, p.GetSHA())
+	}
+	return res, nil
 }
 
 // CommitTree returns the tree sha of commit sha (GET

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,9 +161,9 @@ func TestGitCallsSortGitHubAnswers(t *testing.T) {
 	})
 
 	t.Run("MergeBranch", func(t *testing.T) {
-		g.set(201, `{"sha":"`+shaA+`","node_id":"C_1","commit":{"message":"Merge #7","tree":{"sha":"`+shaT+`","url":"u"}},"parents":[{"sha":"`+shaT+`"}]}`)
+		g.set(201, `{"sha":"`+shaA+`","node_id":"C_1","commit":{"message":"Merge #7","tree":{"sha":"`+shaT+`","url":"u"}},"parents":[{"sha":"`+shaT+`"},{"sha":"`+shaA+`"}]}`)
 		res, err := c.MergeBranch(ctx, tenant, repo, "mergegate/main/7", "feature-7", "Merge #7")
-		if err != nil || res != (forge.MergeResult{SHA: shaA, TreeSHA: shaT}) {
+		if err != nil || res.SHA != shaA || res.TreeSHA != shaT || !slices.Equal(res.Parents, []string{shaT, shaA}) {
 			t.Fatalf("201: %+v %v", res, err)
 		}
 		if got := g.last(); got != `POST /repos/octo/widgets/merges {"base":"mergegate/main/7","head":"feature-7","commit_message":"Merge #7"}` {
@@ -234,10 +235,18 @@ func TestGitCallsAgainstTheFake(t *testing.T) {
 		t.Errorf("CreateBranch again: %v", err)
 	}
 	var tip forge.MergeResult
-	for _, h := range []string{"h1", "feature-2"} {
+	prev := base
+	for _, hh := range [][2]string{{"h1", "h1"}, {"feature-2", "h2"}} {
+		h, head := hh[0], hh[1]
 		if tip, err = e.c.MergeBranch(ctx, tenant, repo, train, h, "Merge "+h); err != nil || tip.UpToDate || tip.SHA == "" {
 			t.Fatalf("MergeBranch %s: %+v %v", h, tip, err)
 		}
+		// GitHub answers the merge commit with its parents: the tip it
+		// merged into, then the head.
+		if pr := e.gh.Parents(repo, tip.SHA); !slices.Equal(tip.Parents, pr) || !slices.Equal(pr, []string{prev, head}) {
+			t.Errorf("MergeBranch %s: parents %v, the fake's %v, want [%s, the head]", h, tip.Parents, pr, prev)
+		}
+		prev = tip.SHA
 	}
 	if res, err := e.c.MergeBranch(ctx, tenant, repo, train, "h1", ""); err != nil || !res.UpToDate {
 		t.Errorf("MergeBranch of a merged head: %+v %v", res, err)

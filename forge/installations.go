@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -69,4 +70,22 @@ func (c *Client) ListInstallations(ctx context.Context) ([]Installation, error) 
 		}
 		opts.Page = resp.NextPage
 	}
+}
+
+// AppLogin is the login GitHub gives the App's installations when they
+// act, "<slug>[bot]": the sender of the webhook a label the App added or a
+// branch it updated causes. It reads the App's slug (GET /app, with the
+// App's JWT: no installation's rate-limit points).
+func (c *Client) AppLogin(ctx context.Context) (string, error) {
+	in := c.appClient()
+	cl := call{op: "apps.get-authenticated", tenant: appTenant}
+	ctx = withOp(ctx, cl.op)
+	app, _, err := in.gh.Apps.Get(ctx, "")
+	if err != nil {
+		return "", cl.classify(ctx, err, false)
+	}
+	if app.GetSlug() == "" {
+		return "", fmt.Errorf("forge: GET /app: GitHub's answer has no slug")
+	}
+	return app.GetSlug() + "[bot]", nil
 }

@@ -55,6 +55,22 @@ func TestListInstallationsPagesAndSuspension(t *testing.T) {
 	}
 }
 
+// The App's login is its slug and "[bot]", read with the App's JWT (no
+// installation's points).
+func TestAppLogin(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	got, err := e.c.AppLogin(e.ctx)
+	if err != nil || got != fakegithub.AppBotLogin {
+		t.Fatalf("AppLogin = %q, %v; want %q", got, err, fakegithub.AppBotLogin)
+	}
+	if n := e.gh.CallCount(fakegithub.RouteGetApp); n != 1 {
+		t.Errorf("%d GET /app, want 1", n)
+	}
+	if used := e.gh.RateLimitUsed(); used != 0 {
+		t.Errorf("rate-limit points used = %d, want 0", used)
+	}
+}
+
 func TestSuspendedInstallationGetsNoToken(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.gh.SuspendInstallation(tenant, true)

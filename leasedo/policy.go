@@ -220,11 +220,14 @@ func (s *Store) Commands(ctx context.Context, k Key) ([]Command, error) {
 }
 
 // CommandDone deletes a command carried out (or refused), with what was
-// done in the audit log.
+// done in the audit log ("" writes none: nothing was done).
 func (s *Store) CommandDone(ctx context.Context, l *Lease, c Command, outcome string) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM commands WHERE id = ? AND tenant = ? AND repo = ?`, c.ID, l.Key.Tenant, l.Key.Repo); err != nil {
 			return fmt.Errorf("%s: command done: %w", l.Key, err)
+		}
+		if outcome == "" {
+			return nil
 		}
 		return insertAudit(ctx, tx, l.Key, now, AuditCommand, c.PRNumber, "", outcome)
 	})

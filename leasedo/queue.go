@@ -27,7 +27,19 @@ type Item struct {
 	// queuedAt); PriorityName says it in words ("" for normal).
 	Priority     int    `json:"priority,omitempty"`
 	PriorityName string `json:"priorityName,omitempty"`
+	// ConsentSha is the head a writer's consent covers (the trigger
+	// label, @mergegate queue, GitHub auto-merge): it merges, or joins a
+	// merge train group, only while that is PRSha. NoConsent: none yet;
+	// "": written by an older mergegate, its head. ConsentNote says why it
+	// does not cover PRSha, when known.
+	ConsentSha  string `json:"consentSha,omitempty"`
+	ConsentNote string `json:"consentNote,omitempty"`
 }
+
+// NoConsent is the ConsentSha of an entry no writer consented to yet (a
+// pull request reopened or made ready for review by someone who may not
+// write, until the sync knows who): GitHub's null sha, no head's.
+const NoConsent = "0000000000000000000000000000000000000000"
 
 // Items returns the queue of k in order: priority (higher first), then
 // queuedAt, then arrival.
@@ -37,7 +49,8 @@ func (s *Store) Items(ctx context.Context, k Key) ([]Item, error) {
 
 func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 	rows, err := q.QueryContext(ctx, `SELECT pr_number, pr_sha, queued_at, status, reevaluated_at, gate_result, gate_result_at,
-			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at, merge_method, priority, priority_name
+			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at, merge_method, priority, priority_name,
+			consent_sha, consent_note
 		FROM queue WHERE tenant = ? AND repo = ? ORDER BY priority DESC, queued_at, id`, k.Tenant, k.Repo)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read queue: %w", k, err)
@@ -49,7 +62,8 @@ func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 		var reev, gateAt sql.NullInt64
 		var gate sql.NullString
 		if err := rows.Scan(&it.PRNumber, &it.PRSha, &it.QueuedAt, &it.Status, &reev, &gate, &gateAt,
-			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt, &it.MergeMethod, &it.Priority, &it.PriorityName); err != nil {
+			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt, &it.MergeMethod, &it.Priority, &it.PriorityName,
+			&it.ConsentSha, &it.ConsentNote); err != nil {
 			return nil, fmt.Errorf("%s: read queue: %w", k, err)
 		}
 		if reev.Valid {
@@ -383,6 +397,26 @@ func (s *Store) MarkBranchUpdated(ctx context.Context, l *Lease, pr int, sha, ba
 		}
 		return nil
 	})
+}
+
+// SetConsent records what a writer's consent to pr covers now (consent, a
+// head sha or NoConsent) and why it does not cover its head (note; "" when
+// it does), as rules.ConsentAfter decided; the entry is read again at the
+// next sync (held, it may go on now). It reports whether pr is queued.
+func (s *Store) SetConsent(ctx context.Context, l *Lease, pr int, consent, note string) (queued bool, err error) {
+	err = s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		res, err := tx.ExecContext(ctx, `UPDATE queue SET consent_sha = ?, consent_note = ?,
+				status = CASE WHEN status IN ('evaluating', 'gate_passed', 'blocked') THEN 'queued' ELSE status END
+			WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
+			consent, note, l.Key.Tenant, l.Key.Repo, pr, StatusBounced)
+		if err != nil {
+			return fmt.Errorf("%s: consent of #%d: %w", l.Key, pr, err)
+		}
+		n, _ := res.RowsAffected()
+		queued = n > 0
+		return nil
+	})
+	return queued, err
 }
 
 // SetBase records pr's base branch when it was learned from GitHub.

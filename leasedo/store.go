@@ -190,6 +190,16 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 				return "", err
 			}
 		}
+		if d.Consent == ConsentGiven {
+			// A writer consents again: to Sha, the head they saw (an
+			// entry still on an older head is gated again; a push it has
+			// not seen yet is checked when its delivery comes).
+			if _, err := tx.ExecContext(ctx, `UPDATE queue SET consent_sha = ?, consent_note = '',
+					status = CASE WHEN status IN ('evaluating', 'gate_passed', 'blocked') THEN 'queued' ELSE status END
+				WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != 'bounced'`, d.Sha, k.Tenant, k.Repo, pr); err != nil {
+				return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
+			}
+		}
 		return ResultAlreadyQueued, nil
 	}
 	if bounced > 0 {
@@ -205,8 +215,12 @@ func joinEntry(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now int6
 	if d.Priority != nil {
 		rank = *d.Priority
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref, head_at, merge_method, priority, priority_name)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base, now, d.MergeMethod, rank, d.PriorityName); err != nil {
+	consent := d.Sha
+	if d.Consent == ConsentPending {
+		consent = NoConsent
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO queue (tenant, repo, pr_number, pr_sha, queued_at, status, base_ref, head_at, merge_method, priority, priority_name, consent_sha)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.Sha, queuedAt, StatusQueued, d.Base, now, d.MergeMethod, rank, d.PriorityName, consent); err != nil {
 		return "", fmt.Errorf("%s: join #%d: %w", k, pr, err)
 	}
 	if err := insertAudit(ctx, tx, k, now, AuditJoin, pr, d.Sha, d.Reason); err != nil {
@@ -325,6 +339,15 @@ func reevaluateEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, base stri
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
+	}
+	if oldSha != sha {
+		// The consent stays on the head it was given on (an older
+		// mergegate's '' is pinned to it): the sync moves it to the new
+		// head when whoever pushed may write (rules.ConsentAfter).
+		if _, err := tx.ExecContext(ctx, `UPDATE queue SET consent_sha = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND consent_sha = '' AND status != ?`,
+			oldSha, k.Tenant, k.Repo, pr, StatusBounced); err != nil {
+			return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
+		}
 	}
 	if err := insertAudit(ctx, tx, k, now, AuditReevaluate, pr, sha, reason); err != nil {
 		return "", err

@@ -169,7 +169,19 @@ type Details struct {
 	Arg       string `json:"arg,omitempty"`
 	By        string `json:"by,omitempty"`
 	CommentID int64  `json:"commentId,omitempty"`
+	// Consent, for a join: ConsentGiven, a writer's act that covers Sha
+	// even for a pull request already queued (a trigger label added,
+	// auto-merge enabled, @mergegate queue); ConsentPending, an act that
+	// gives none (reopened, ready for review) until the sync knows who
+	// did it; "": a new entry's consent covers Sha.
+	Consent string `json:"consent,omitempty"`
 }
+
+// Details.Consent values.
+const (
+	ConsentGiven   = "given"
+	ConsentPending = "pending"
+)
 
 // Validate checks the fields POST /event requires and names the first one missing.
 func (e Event) Validate() error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/policy"
 	"github.com/mergegate/mergegate/rules"
+	"github.com/mergegate/mergegate/webhook"
 )
 
 // permissionTTL is how long a user's permission on a repository is kept:
@@ -52,6 +54,25 @@ func (s *Syncer) runCommands(ctx context.Context, l *leasedo.Lease) error {
 func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Command) error {
 	k := l.Key
 	log := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", c.PRNumber).Str("by", c.Author).Str("command", c.Command).Logger()
+	if c.Command == webhook.HeadMoveCommand {
+		return s.headMoved(ctx, l, c)
+	}
+	if c.Command == "label" {
+		// A trigger label mergegate added itself (@mergegate queue, from
+		// someone who may write) carries that command's consent: the
+		// bot's own permission, whatever GitHub answers for it, is not
+		// what counts.
+		own, err := s.isApp(ctx, c.Author)
+		switch {
+		case err != nil && (forge.IsRetryable(err) || ctx.Err() != nil):
+			return err
+		case err != nil:
+			// Not known to be mergegate's: checked as anyone's label.
+			log.Warn().Err(err).Msg("could not read the App's own login (GET /app); the label is checked as anyone's")
+		case own:
+			return s.store.CommandDone(ctx, l, c, "trigger label added by mergegate (@"+c.Author+") for a command from someone who may write")
+		}
+	}
 	perm, err := s.permission(ctx, k, c.Author)
 	if err != nil {
 		return err
@@ -83,8 +104,10 @@ func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Com
 			}
 		}
 		rank, name := policy.PriorityOf(pol.Config.PriorityLabels, pr.Labels)
+		// A writer's consent, for the head they saw (queued already: it
+		// covers this head now).
 		if _, err := s.store.Join(ctx, l, c.PRNumber, leasedo.Details{Sha: pr.HeadSHA, Base: pr.BaseRef, Priority: &rank, PriorityName: name,
-			Reason: "@" + c.Author + ": @mergegate queue"}); err != nil {
+			Reason: "@" + c.Author + ": @mergegate queue", Consent: leasedo.ConsentGiven}); err != nil {
 			return err
 		}
 	case "cancel":
@@ -123,6 +146,60 @@ func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Com
 		}
 	}
 	return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+" "+c.Arg)
+}
+
+// headMoved: c.Author moved a queued pull request's head (pushed, reopened
+// it, marked it ready, changed its base). A writer's consent moves along
+// only when they may write, or are mergegate itself (a branch it
+// updated); anyone else's move leaves the pull request held until a writer
+// consents again (rules.ConsentAfter). A pull request not queued costs
+// no read.
+func (s *Syncer) headMoved(ctx context.Context, l *leasedo.Lease, c leasedo.Command) error {
+	k := l.Key
+	kind, before, after, ok := webhook.ParseHeadMove(c.Arg)
+	if !ok {
+		return s.store.CommandDone(ctx, l, c, "@"+c.Author+": head moved: unreadable")
+	}
+	items, err := s.store.Items(ctx, k)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(items, func(it leasedo.Item) bool { return it.PRNumber == c.PRNumber && it.Status != leasedo.StatusBounced })
+	if i < 0 {
+		return s.store.CommandDone(ctx, l, c, "") // not queued: nothing to say
+	}
+	it := items[i]
+	m := rules.HeadMove{Kind: kind, Before: before, After: after, By: c.Author}
+	own, err := s.isApp(ctx, c.Author)
+	if err != nil && (forge.IsRetryable(err) || ctx.Err() != nil) {
+		return err
+	}
+	m.Trusted = own
+	if !own {
+		perm, err := s.permission(ctx, k, c.Author)
+		if err != nil {
+			return err
+		}
+		m.Trusted = perm.CanWrite()
+	}
+	consent, note, changed := rules.ConsentAfter(it, m)
+	if changed {
+		if _, err := s.store.SetConsent(ctx, l, c.PRNumber, consent, note); err != nil {
+			return err
+		}
+	}
+	outcome := "@" + c.Author + " (" + kind + ", " + forge.ShortSHA(after) + "): "
+	switch {
+	case m.Trusted && consent == after:
+		outcome += "the consent covers the new head"
+	case m.Trusted:
+		outcome += "may write, but the consent did not cover " + forge.ShortSHA(before) + ": a writer must consent again"
+	default:
+		outcome += "may not write to the repository: held until a writer consents again"
+		s.prLog(k, c.PRNumber, after).Info().Str("by", c.Author).Str("move", kind).
+			Msg("moved by someone who may not write to the repository: it waits for a writer's @mergegate queue or label before it merges or joins a merge train group")
+	}
+	return s.store.CommandDone(ctx, l, c, outcome)
 }
 
 // refuse replies to a refused command and records it.
@@ -169,6 +246,29 @@ func roleName(p forge.Permission) string {
 func withAutoMerge(o rules.Options) rules.Options {
 	o.AutoMergeTrigger = true
 	return o
+}
+
+// appLoginTTL is how long the App's login is kept (a renamed App gets a
+// new slug).
+const appLoginTTL = time.Hour
+
+// isApp reports whether login is the App's own, "<slug>[bot]" (GitHub's
+// logins compare case-insensitively). Only a login ending in "[bot]" costs
+// a read of the App's slug (GET /app, kept appLoginTTL).
+func (s *Syncer) isApp(ctx context.Context, login string) (bool, error) {
+	if !strings.HasSuffix(strings.ToLower(login), "[bot]") {
+		return false, nil
+	}
+	s.mu.Lock()
+	if s.logins == nil {
+		s.logins = map[string]cached[string]{}
+	}
+	s.mu.Unlock()
+	own, err := readThrough(s, s.logins, "app", appLoginTTL, func() (string, error) { return s.gh.AppLogin(ctx) })
+	if err != nil {
+		return false, err
+	}
+	return strings.EqualFold(own, login), nil
 }
 
 // permission returns user's permission on k, kept permissionTTL.

@@ -72,6 +72,7 @@ type Syncer struct {
 	clock leasedo.Clock
 
 	policies *Policies
+	logins   map[string]cached[string] // "app": the App's own login (isApp), under mu; made at first use
 
 	mu      sync.Mutex
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
@@ -443,7 +444,9 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 		if err != nil {
 			return false, 0, err
 		}
-		if changed && a.Problem == "held" {
+		if changed && a.Problem == rules.ProblemConsent {
+			log.Info().Str("reason", strings.TrimPrefix(a.Reason, rules.HeldPrefix)).Msg("held: no writer consented to its head; it keeps its place and the queue behind it goes on")
+		} else if changed && a.Problem == "held" {
 			log.Info().Str("reason", strings.TrimPrefix(a.Reason, rules.HeldPrefix)).Msg("held back by the repository's policy; it keeps its place and the queue behind it goes on")
 		} else if changed {
 			// Once per change: each cron pass tries a blocked entry again.

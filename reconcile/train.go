@@ -311,8 +311,20 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	}
 	head := parent
 	for i, m := range g.PRs {
+		// The build branch holds what mergegate wrote, and only that: each
+		// merge's parents are the tip mergegate left and the pull
+		// request's head (a merge onto a commit someone else pushed has
+		// that commit as its first parent, so no read of the branch
+		// before each merge is needed), and the branch is read once before
+		// the group's commit is pushed. A foreign commit would be tested,
+		// then landed (a fast-forward with the App's bypass skips required
+		// reviews).
 		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, tmp, m.SHA,
 			fmt.Sprintf("Merge #%d into %s (mergegate train group %d)", m.Number, f.Base, g.ID))
+		if err == nil && !res.UpToDate && !slices.Equal(res.Parents, []string{head, m.SHA}) {
+			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("merging #%d into %s made %s on %s, not on %s (the tip mergegate left) and %s (its head)",
+				m.Number, tmp, forge.ShortSHA(res.SHA), shortSHAs(res.Parents), forge.ShortSHA(head), forge.ShortSHA(m.SHA)), res.SHA, log)
+		}
 		switch {
 		case errors.Is(err, forge.ErrMergeConflict):
 			ahead := append(rules.Ahead(f.Groups, g.ID), g.Numbers()[:i]...)
@@ -333,6 +345,14 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			head = res.SHA
 		}
 	}
+	// Also what a merge GitHub answered 204 (nothing to merge) left.
+	if foreign, err := s.foreignTip(ctx, k, tmp, head); err != nil || foreign != "" {
+		if err != nil {
+			return false, 0, err
+		}
+		return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("%s points to %s after its merges, not to %s, which mergegate left there",
+			tmp, forge.ShortSHA(foreign), forge.ShortSHA(head)), foreign, log)
+	}
 	branch := g.Branch()
 	if err := s.resetBranch(ctx, k, branch, head); err != nil {
 		return false, 0, err
@@ -344,6 +364,40 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	}
 	log.Info().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", head).Str("parent_sha", parent).Msg("merge train group built; its CI runs")
 	return true, 0, nil
+}
+
+// foreignTip reads branch and returns its tip when it is not want ("" when
+// it is).
+func (s *Syncer) foreignTip(ctx context.Context, k leasedo.Key, branch, want string) (string, error) {
+	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, branch)
+	if err != nil || tip == want {
+		return "", err
+	}
+	return tip, nil
+}
+
+// abandonBuild gives up g's build: its build branch holds a commit
+// mergegate did not make (why, sha). The group and its branches go, and
+// its members are planned again in a new group, built on a new branch;
+// nothing of the old one is tested or landed. The operator is told to
+// protect mergegate's branches.
+func (s *Syncer) abandonBuild(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, why, sha string, log zerolog.Logger) error {
+	log.Error().Ints("prs", g.Numbers()).Str("branch", g.BuildBranch()).Str("sha", sha).Str("reason", why).
+		Msg("merge train group abandoned: its build branch holds a commit mergegate did not make; its pull requests are built again in a new group " +
+			"(operator: let only the App push to mergegate*/** with a ruleset, docs/trains.md)")
+	if err := s.dropGroup(ctx, l, g); err != nil {
+		return err
+	}
+	return s.replanBehind(ctx, l, f.Groups, g.ID, "the group ahead was abandoned")
+}
+
+// shortSHAs is shas, short, for a sentence.
+func shortSHAs(shas []string) string {
+	out := make([]string, len(shas))
+	for i, sha := range shas {
+		out[i] = forge.ShortSHA(sha)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }
 
 // landGroup lands the first group, which passed, exactly at its tested

@@ -32,6 +32,10 @@ type (
 	wRepo struct {
 		FullName      string `json:"full_name"`
 		DefaultBranch string `json:"default_branch"`
+		Owner         *struct {
+			Login string `json:"login"`
+			Type  string `json:"type"`
+		} `json:"owner"`
 	}
 	wApp struct {
 		ID   int64  `json:"id"`
@@ -121,6 +125,7 @@ func (w *world) apply(tenant string, rec app.Recorded, hookAppID int64) (err err
 	}
 	if p.Repository != nil && p.Repository.FullName != "" {
 		w.ensureRepo(tenant, p.Repository.FullName, p.Repository.DefaultBranch)
+		w.ownerRole(p.Repository)
 	}
 	repo := ""
 	if p.Repository != nil {
@@ -204,6 +209,19 @@ func (w *world) ownCheck(name string, app *wApp, hookAppID int64) bool {
 		return true
 	}
 	return strings.Contains(strings.ToLower(app.Slug+" "+app.Name), "mergegate")
+}
+
+// ownerRole: on GitHub the owner of a user's repository is its admin
+// (its pushes keep a writer's consent to a queued head). A scenario's
+// roles say otherwise.
+func (w *world) ownerRole(r *wRepo) {
+	if _, added := w.repos[r.FullName]; !added || r.Owner == nil || r.Owner.Type != "User" || r.Owner.Login == "" {
+		return
+	}
+	if _, set := w.scenario.Roles[r.Owner.Login]; set {
+		return
+	}
+	w.gh.SetRole(r.FullName, r.Owner.Login, "admin")
 }
 
 func (w *world) ensureRepo(tenant, fullName, defaultBranch string) {

@@ -232,7 +232,8 @@ type Action struct {
 	Sha, Base string
 	// Problem names the kind of a Bounce or Block for metrics and logs:
 	// gate_failure, check_timeout, conflict, merge_refused, update_refused,
-	// merge_queue, not_authorized, workflows, merge_method.
+	// merge_queue, not_authorized, workflows, merge_method; held and
+	// consent (ProblemConsent) for the holds.
 	Problem string
 }
 
@@ -241,13 +242,16 @@ type Action struct {
 //  1. What GitHub says of the pull request itself (when read): merged or
 //     closed elsewhere, or no longer eligible, leaves; a new head or base
 //     is gated again.
-//  2. The gate: a failed required check bounces; checks that have not
+//  2. An entry whose head no writer consented to (Unconsented: pushed,
+//     reopened or moved to a new base by someone who may not write) is
+//     held, keeping its place, whatever its checks say.
+//  3. The gate: a failed required check bounces; checks that have not
 //     concluded wait, and bounce once CheckTimeout has passed.
-//  3. On a base that uses GitHub's merge queue, every entry whose checks
+//  4. On a base that uses GitHub's merge queue, every entry whose checks
 //     passed is decided by decideMergeQueue (GitHub's queue orders them).
-//  4. An entry behind the head whose checks passed waits its turn.
-//  5. After GitHub refused a merge or an update: see decideRefusal.
-//  6. The head: see decideHead.
+//  5. An entry behind the head whose checks passed waits its turn.
+//  6. After GitHub refused a merge or an update: see decideRefusal.
+//  7. The head: see decideHead.
 func Decide(f Facts, p Policy) Action {
 	e := f.Entry
 	if pr := f.PR; pr != nil {
@@ -266,6 +270,9 @@ func Decide(f Facts, p Policy) Action {
 		if e.BaseRef != "" && pr.BaseRef != "" && pr.BaseRef != e.BaseRef {
 			return Action{Kind: Regate, Base: pr.BaseRef, Reason: fmt.Sprintf("base branch changed from %s to %s", e.BaseRef, pr.BaseRef)}
 		}
+	}
+	if why := Unconsented(e); why != "" {
+		return Action{Kind: Block, Problem: ProblemConsent, Reason: HeldPrefix + why}
 	}
 	switch f.Gate.Result {
 	case forge.GateFailure:

@@ -22,6 +22,7 @@ const (
 	shaGHES    = "14977a7b5485400124827221a04bfb474bcd72d1"
 	shaPush    = "6113728f27ae82c7b1a177c8d03f9e96e0adf246"
 	shaGHESSt  = "4544205a385319fd846d5df4ed2e3b8173529d78"
+	shaBefore  = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e" // synchronize's before
 	helloWorld = "Codertocat/Hello-World"
 )
 
@@ -47,6 +48,12 @@ func ev(eventType, action string, pr int, sha string) leasedo.Event {
 	return leasedo.Event{EventType: eventType, Action: action, PRNumber: pr, Details: &leasedo.Details{Sha: sha}}
 }
 
+// headEv is the expected check of who moved PR n's head (rules.HeadMove).
+func headEv(action string, n int, kind, before, after, by string) leasedo.Event {
+	return leasedo.Event{EventType: "pull_request", Action: action, PRNumber: n, Op: leasedo.OpCommand,
+		Details: &leasedo.Details{Command: HeadMoveCommand, Arg: HeadMoveArg(kind, before, after), By: by, Sha: after}}
+}
+
 // injectedTenant is the installation id added to examples that came from
 // repository hooks, to check what an App would make of the same payload.
 const injectedTenant = "4242"
@@ -63,6 +70,22 @@ type fixtureCase struct {
 func fixtureCases() []fixtureCase {
 	pr := func(action string, n int, sha string) []leasedo.Event {
 		return []leasedo.Event{ev("pull_request", action, n, sha)}
+	}
+	// A join that is a writer's consent (the trigger label, auto-merge).
+	consented := func(action string, n int, sha string) []leasedo.Event {
+		e := ev("pull_request", action, n, sha)
+		e.Details.Consent = leasedo.ConsentGiven
+		return []leasedo.Event{e}
+	}
+	// A join that is none (reopened, ready for review), and the check of
+	// who did it.
+	pending := func(action string, n int, sha, kind, by string) []leasedo.Event {
+		e := ev("pull_request", action, n, sha)
+		e.Details.Consent = leasedo.ConsentPending
+		return []leasedo.Event{e, headEv(action, n, kind, leasedo.NoConsent, sha, by)}
+	}
+	pushed := func(n int, before, after, by string) []leasedo.Event {
+		return []leasedo.Event{ev("pull_request", "synchronize", n, after), headEv("synchronize", n, rules.MovePush, before, after, by)}
 	}
 	stored := func(tenant, repo string) want { return want{status: http.StatusAccepted, tenant: tenant, repo: repo} }
 	with := func(w want, f func(*want)) want { f(&w); return w }
@@ -97,10 +120,10 @@ func fixtureCases() []fixtureCase {
 		{file: "pull_request/converted_to_draft.with-installation.payload.json", want: dotcomPR(pr("converted_to_draft", 2, shaDotcom), "")},
 		{file: "pull_request/converted_to_draft.with-organization.payload.json", noInst: true,
 			want: injected(pr("converted_to_draft", 2, shaDotcom), "", func(w *want) { w.base = "master" })},
-		{file: "pull_request/labeled.payload.json", want: dotcomPR(pr("labeled", 2, shaDotcom), "")},
+		{file: "pull_request/labeled.payload.json", want: dotcomPR(consented("labeled", 2, shaDotcom), "")},
 		{file: "pull_request/labeled.payload.json", opt: &def, comment: "label bug is not the trigger",
 			want: dotcomPR(nil, `not eligible: no "automerge" label and auto-merge is not enabled`)},
-		{file: "pull_request/labeled.with-organization.payload.json", want: dotcomPR(pr("labeled", 2, shaDotcom), "")},
+		{file: "pull_request/labeled.with-organization.payload.json", want: dotcomPR(consented("labeled", 2, shaDotcom), "")},
 		{file: "pull_request/locked.payload.json", want: dotcomPR(nil, "locked is not acted on")},
 		{file: "pull_request/locked.with-organization.payload.json", want: dotcomPR(nil, "locked is not acted on")},
 		{file: "pull_request/opened.payload.json", want: dotcomPR(pr("opened", 2, shaDotcom), "")},
@@ -108,16 +131,16 @@ func fixtureCases() []fixtureCase {
 		{file: "pull_request/opened.with-null-body.json", want: dotcomPR(pr("opened", 2, shaDotcom), "")},
 		{file: "pull_request/opened.with-organization.payload.json", want: dotcomPR(pr("opened", 2, shaDotcom), "")},
 		{file: "pull_request/ready_for_review.payload.json", noInst: true,
-			want: injected(pr("ready_for_review", 2, shaDotcom), "", func(w *want) { w.base = "master" })},
-		{file: "pull_request/ready_for_review.with-installation.payload.json", want: dotcomPR(pr("ready_for_review", 2, shaDotcom), "")},
+			want: injected(pending("ready_for_review", 2, shaDotcom, rules.MoveReady, "Codertocat"), "", func(w *want) { w.base = "master" })},
+		{file: "pull_request/ready_for_review.with-installation.payload.json", want: dotcomPR(pending("ready_for_review", 2, shaDotcom, rules.MoveReady, "Codertocat"), "")},
 		{file: "pull_request/ready_for_review.with-organization.payload.json", noInst: true,
-			want: injected(pr("ready_for_review", 2, shaDotcom), "", func(w *want) { w.base = "master" })},
-		{file: "pull_request/reopened.payload.json", want: dotcomPR(pr("reopened", 2, shaDotcom), "")},
-		{file: "pull_request/reopened.with-organization.payload.json", want: dotcomPR(pr("reopened", 2, shaDotcom), "")},
+			want: injected(pending("ready_for_review", 2, shaDotcom, rules.MoveReady, "Codertocat"), "", func(w *want) { w.base = "master" })},
+		{file: "pull_request/reopened.payload.json", want: dotcomPR(pending("reopened", 2, shaDotcom, rules.MoveOpen, "Codertocat"), "")},
+		{file: "pull_request/reopened.with-organization.payload.json", want: dotcomPR(pending("reopened", 2, shaDotcom, rules.MoveOpen, "Codertocat"), "")},
 		{file: "pull_request/review_request_removed.payload.json", want: dotcomPR(nil, "review_request_removed is not acted on")},
 		{file: "pull_request/review_requested.payload.json", want: dotcomPR(nil, "review_requested is not acted on")},
-		{file: "pull_request/synchronize.payload.json", want: dotcomPR(pr("synchronize", 2, shaDotcom), "")},
-		{file: "pull_request/synchronize.payload.json", opt: &def, comment: "reevaluate is sent whatever the triggers",
+		{file: "pull_request/synchronize.payload.json", want: dotcomPR(pushed(2, shaBefore, shaDotcom, "Codertocat"), "")},
+		{file: "pull_request/synchronize.payload.json", opt: &def, comment: "reevaluate is sent whatever the triggers; who pushed only for an eligible one",
 			want: dotcomPR(pr("synchronize", 2, shaDotcom), "")},
 		{file: "pull_request/unassigned.payload.json", want: dotcomPR(nil, "unassigned is not acted on")},
 		{file: "pull_request/unassigned.with-organization.payload.json", want: dotcomPR(nil, "unassigned is not acted on")},
@@ -132,7 +155,7 @@ func fixtureCases() []fixtureCase {
 		// pull_request on GHES 3.5 (installation 5, PR #2 without labels but labeled's).
 		{file: "ghes-35/pull_request/assigned.json", event: "pull_request", want: ghesPR(nil, "assigned is not acted on")},
 		{file: "ghes-35/pull_request/closed.json", event: "pull_request", want: ghesPR(pr("closed", 2, shaGHES), "")},
-		{file: "ghes-35/pull_request/labeled.json", event: "pull_request", want: ghesPR(pr("labeled", 2, shaGHES), "")},
+		{file: "ghes-35/pull_request/labeled.json", event: "pull_request", want: ghesPR(consented("labeled", 2, shaGHES), "")},
 		{file: "ghes-35/pull_request/opened.json", event: "pull_request", want: ghesPR(nil, `not eligible: no "bug" label`)},
 		{file: "ghes-35/pull_request/unassigned.json", event: "pull_request", want: ghesPR(nil, "unassigned is not acted on")},
 		{file: "ghes-35/pull_request/unlabeled.json", event: "pull_request", want: ghesPR(pr("unlabeled", 2, shaGHES), "")},

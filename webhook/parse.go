@@ -148,6 +148,9 @@ type prPayload struct {
 	Changes     *prChanges   `json:"changes"`
 	// Reason is why GitHub's merge queue let it go (action dequeued).
 	Reason string `json:"reason"`
+	// Before is the head before a synchronize (its after is the pull
+	// request's head).
+	Before string `json:"before"`
 }
 
 // mergeGroupPayload is a merge_group delivery: its group's head ref names

@@ -175,12 +175,33 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 			return t, nil
 		}
 		tr, err := withPriority(one(""))
-		if p.Action == "labeled" && p.Label != nil && rules.HasLabel(opt.Labels(), p.Label.Name) && err == nil {
+		if err != nil {
+			return tr, err
+		}
+		trigger := p.Action == "labeled" && p.Label != nil && rules.HasLabel(opt.Labels(), p.Label.Name)
+		switch {
+		case trigger || p.Action == "auto_merge_enabled":
+			// A writer's consent (GitHub lets only writers enable
+			// auto-merge), for this head, even when already queued.
+			tr.Events[0].Details.Consent = leasedo.ConsentGiven
+		case p.Action == "reopened" || p.Action == "ready_for_review":
+			// Back on whatever head it has now: the label was given on an
+			// earlier one. Consent only once the sync knows who did it.
+			tr.Events[0].Details.Consent = leasedo.ConsentPending
+			kind := rules.MoveOpen
+			if p.Action == "ready_for_review" {
+				kind = rules.MoveReady
+			}
+			if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), kind, leasedo.NoConsent, pr.Head.Sha); ok {
+				tr.Events = append(tr.Events, ev)
+			}
+		}
+		if trigger {
 			if ev, ok := labelCheck(d, pr.Number, p.senderLogin(), opt); ok {
 				tr.Events = append(tr.Events, ev)
 			}
 		}
-		return tr, err
+		return tr, nil
 	case "closed":
 		return one("pull request closed")
 	case "unlabeled", "auto_merge_disabled", "converted_to_draft":
@@ -197,7 +218,13 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 		}
 		return one("no longer eligible: " + notEligible)
 	case "synchronize":
-		return one("new head")
+		tr, err := one("new head")
+		// Who pushed, for the consent of a queued pull request (one that
+		// is not eligible is not queued, or leaves: nothing to check).
+		if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), rules.MovePush, p.Before, pr.Head.Sha); ok && err == nil && notEligible == "" {
+			tr.Events = append(tr.Events, ev)
+		}
+		return tr, err
 	case "enqueued":
 		return one("added to GitHub's merge queue")
 	case "dequeued":
@@ -209,10 +236,46 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 			t.Ignored = "edited without a base change"
 			return t, nil
 		}
-		return one("base branch changed")
+		tr, err := one("base branch changed")
+		if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), rules.MoveBase, pr.Head.Sha, pr.Head.Sha); ok && err == nil && notEligible == "" {
+			tr.Events = append(tr.Events, ev)
+		}
+		return tr, err
 	}
 	t.Ignored = fmt.Sprintf("pull_request action %s is not acted on", quoted(p.Action))
 	return t, nil
+}
+
+// HeadMoveCommand is the command of the event that has the sync check who
+// moved a pull request's head (pushed, reopened it, marked it ready,
+// changed its base) before a writer's consent covers the new head; its
+// arg is the kind, the head before and the head after (HeadMoveArg).
+const HeadMoveCommand = "head"
+
+// headMove is the HeadMoveCommand event for a move by sender (none when
+// the delivery names no sender: the consent then stays where it was).
+func headMove(d leasedo.Delivery, pr int, base, sender, kind, before, after string) (leasedo.Event, bool) {
+	if sender == "" || after == "" {
+		return leasedo.Event{}, false
+	}
+	if before == "" {
+		before = leasedo.NoConsent
+	}
+	return leasedo.Event{EventType: d.Event, Tenant: d.Tenant, Repo: d.Repo, Action: d.Action, PRNumber: pr, Op: leasedo.OpCommand,
+		Details: &leasedo.Details{Command: HeadMoveCommand, Arg: HeadMoveArg(kind, before, after), By: sender, Sha: after, Base: base,
+			Reason: "@" + sender + " moved the head to " + after}}, true
+}
+
+// HeadMoveArg is a HeadMoveCommand's arg; ParseHeadMove reads it back.
+func HeadMoveArg(kind, before, after string) string { return kind + " " + before + " " + after }
+
+// ParseHeadMove reads a HeadMoveCommand's arg (ok false when it is not one).
+func ParseHeadMove(arg string) (kind, before, after string, ok bool) {
+	f := strings.Fields(arg)
+	if len(f) != 3 {
+		return "", "", "", false
+	}
+	return f[0], f[1], f[2], true
 }
 
 // mergeGroupRef is a merge group's head ref:

@@ -32,6 +32,15 @@ func TestSyntheticPullRequestActions(t *testing.T) {
 	autoOff := rules.Options{TriggerLabel: rules.DefaultTriggerLabel, AutoMergeTrigger: false}
 	bothOff := rules.Options{}
 	join := func(action, sha string) []leasedo.Event { return []leasedo.Event{ev("pull_request", action, 2, sha)} }
+	consented := func(action, sha string) []leasedo.Event {
+		e := join(action, sha)
+		e[0].Details.Consent = leasedo.ConsentGiven
+		return e
+	}
+	// A new head or base, and the check of who moved it.
+	moved := func(action, kind, before, after string) []leasedo.Event {
+		return append(join(action, after), headEv(action, 2, kind, before, after, "Codertocat"))
+	}
 
 	cases := []struct {
 		name    string
@@ -42,7 +51,7 @@ func TestSyntheticPullRequestActions(t *testing.T) {
 		ignored string
 	}{
 		{
-			name: "edited base changed", from: "pull_request/opened.payload.json", opt: def,
+			name: "edited base changed", from: "pull_request/opened.payload.json", opt: bugTrigger,
 			edit: func(t *testing.T, m map[string]any) {
 				m["action"] = "edited"
 				m["changes"] = map[string]any{"base": map[string]any{
@@ -50,7 +59,7 @@ func TestSyntheticPullRequestActions(t *testing.T) {
 					"sha": map[string]any{"from": "b5a6c1f2b7c6a5d4c3b2a1f0e9d8c7b6a5f4e3d2"},
 				}}
 			},
-			events: join("edited", shaDotcom),
+			events: moved("edited", rules.MoveBase, shaDotcom, shaDotcom),
 		},
 		{
 			name: "edited title only", from: "pull_request/opened.payload.json", opt: bugTrigger,
@@ -66,7 +75,7 @@ func TestSyntheticPullRequestActions(t *testing.T) {
 				m["action"] = "auto_merge_enabled"
 				obj(t, m, "pull_request")["auto_merge"] = autoMergeObject()
 			},
-			events: join("auto_merge_enabled", shaDotcom),
+			events: consented("auto_merge_enabled", shaDotcom),
 		},
 		{
 			name: "auto_merge_enabled with the auto-merge trigger off", from: "pull_request/opened.payload.json", opt: autoOff,
@@ -106,7 +115,7 @@ func TestSyntheticPullRequestActions(t *testing.T) {
 				pr := obj(t, m, "pull_request")
 				pr["labels"] = append(pr["labels"].([]any), map[string]any{"id": 1, "name": "AutoMerge"})
 			},
-			events: join("labeled", shaDotcom),
+			events: consented("labeled", shaDotcom),
 		},
 		{
 			name: "labeled automerge with the label trigger off", from: "pull_request/labeled.payload.json", opt: labelOff,
@@ -150,12 +159,12 @@ func TestSyntheticPullRequestActions(t *testing.T) {
 			ignored: "not eligible: pull request is closed",
 		},
 		{
-			name: "synchronize to a new head", from: "pull_request/synchronize.payload.json", opt: def,
+			name: "synchronize to a new head", from: "pull_request/synchronize.payload.json", opt: bugTrigger,
 			edit: func(t *testing.T, m map[string]any) {
 				m["before"], m["after"] = shaDotcom, newHead
 				obj(t, obj(t, m, "pull_request"), "head")["sha"] = newHead
 			},
-			events: join("synchronize", newHead),
+			events: moved("synchronize", rules.MovePush, shaDotcom, newHead),
 		},
 		{
 			name: "converted_to_draft while labelled", from: "pull_request/converted_to_draft.with-installation.payload.json", opt: bugTrigger,

@@ -31,7 +31,7 @@ func (s *Server) authenticate(r *http.Request, route string) (tenant string, sta
 	if manifestNoAuth(route) {
 		return "", 0, "" // the manifest flow: a browser form, and an unauthenticated exchange
 	}
-	if route == RouteListInstallations || isAppHookRoute(route) {
+	if route == RouteListInstallations || route == RouteGetApp || isAppHookRoute(route) {
 		// The App's own endpoint: a JWT, and no installation's points.
 		if !strings.EqualFold(scheme, "Bearer") || cred == "" {
 			return "", http.StatusUnauthorized, "A JSON web token could not be decoded"

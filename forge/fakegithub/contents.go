@@ -303,8 +303,18 @@ func (s *Server) createReaction(w http.ResponseWriter, r *http.Request) {
 }
 
 // AppBotLogin is the login GitHub gives the App's installation (what it
-// writes as: comments, reactions).
-const AppBotLogin = "mergegate[bot]"
+// writes as: comments, reactions; the sender of the webhooks its writes
+// cause): its slug, AppSlug, and "[bot]".
+const AppBotLogin = AppSlug + "[bot]"
+
+// AppSlug is the App's slug, as GET /app answers it.
+const AppSlug = "mergegate"
+
+// getApp answers GET /app (docs.github.com, "Get the authenticated app":
+// a JWT; 200 with the App).
+func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.appJSON(s.appID, AppSlug))
+}
 
 // reactionKey is one reaction content on one comment (the App reacts as
 // one user, so a content is there once).

@@ -98,6 +98,85 @@ type gitRepo struct {
 	allowPush map[string]bool         // protected branches the App may push to (AllowPush)
 	owners    map[string]map[int]bool // path -> the pull requests whose Files change it
 	root      string
+	foreign   []*foreignPush    // PushForeign's pushes not made yet
+	prevHead  map[string]string // a pull request's head sha -> the head it replaced
+}
+
+// ForeignPush is a commit someone other than mergegate pushes onto a
+// branch while mergegate works on it (PushForeign): on a merge train's
+// build branch, a collaborator's push (or a leaked token's) between two
+// of mergegate's requests.
+type ForeignPush struct {
+	// Prefix selects the branch: the push goes onto the branch, whose
+	// name starts with Prefix, that the Merge-th merge (POST /merges)
+	// into such a branch goes into.
+	Prefix string
+	Merge  int // 1: with the first merge into such a branch
+	// Before: the commit lands just before that merge (after mergegate
+	// last read the branch), else just after it.
+	Before bool
+	// Files are what the commit changes.
+	Files map[string]string
+}
+
+type foreignPush struct {
+	ForeignPush
+	seen int // merges into a matching branch so far
+}
+
+// movedHead records that a pull request's head moved from before to after.
+func (g *gitRepo) movedHead(before, after string) {
+	if before == "" || before == after {
+		return
+	}
+	if g.prevHead == nil {
+		g.prevHead = map[string]string{}
+	}
+	g.prevHead[after] = before
+}
+
+// HeadBefore returns the head a pull request of fullName had before its
+// head became sha (a synchronize delivery's before), "" when sha never
+// replaced one.
+func (s *Server) HeadBefore(fullName, sha string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mustRepo(fullName).git.prevHead[sha]
+}
+
+// PushForeign arranges p on fullName. The commit it pushes is a RefWrite
+// with action "push" (its sha in SHA, the tip it went on in From).
+func (s *Server) PushForeign(fullName string, p ForeignPush) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.mustRepo(fullName).git
+	g.foreign = append(g.foreign, &foreignPush{ForeignPush: p})
+}
+
+// foreignFor counts a merge into branch and returns the push due with
+// it (nil for none), which it takes off the list.
+func (g *gitRepo) foreignFor(branch string) *ForeignPush {
+	for i, f := range g.foreign {
+		if !strings.HasPrefix(branch, f.Prefix) {
+			continue
+		}
+		if f.seen++; f.seen == f.Merge {
+			g.foreign = slices.Delete(g.foreign, i, i+1)
+			return &f.ForeignPush
+		}
+	}
+	return nil
+}
+
+// pushForeign makes p's commit on branch's tip and moves the branch to
+// it. Called with s.mu held.
+func (s *Server) pushForeign(rp *repo, branch string, p *ForeignPush) {
+	g := rp.git
+	tip := rp.branches[branch]
+	sha := DeriveSHA(rp.fullName, tip, "foreign", strconv.FormatInt(s.newID(), 10))
+	g.child(sha, []string{tip}, g.treeOf(tip).with(p.Files), "A commit pushed onto "+branch+" by someone else", s.now())
+	s.moveBranch(rp, branch, sha, nil)
+	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "push", Branch: branch, From: tip, SHA: sha})
 }
 
 // RefWrite is a branch created, updated, deleted or merged into through the
@@ -343,6 +422,7 @@ func (s *Server) setPRHead(rp *repo, pr *PR, sha string) {
 // CI on it. Called with s.mu held.
 func (s *Server) commitPRHead(rp *repo, pr *PR, parent string) {
 	g := rp.git
+	g.movedHead(parent, pr.HeadSHA)
 	for p := range pr.Files {
 		if g.owners[p] == nil {
 			g.owners[p] = map[int]bool{}
@@ -435,6 +515,7 @@ func (s *Server) commitPRMerge(rp *repo, pr *PR, method, sha, message string) {
 // on the tip, with the merge's tree. Called with s.mu held.
 func (s *Server) commitBranchUpdate(rp *repo, pr *PR, from, kind string) {
 	g := rp.git
+	g.movedHead(from, pr.HeadSHA)
 	tip := rp.branches[pr.BaseRef]
 	tree, _ := g.merge3(tip, from)
 	if kind == "rebase" {
@@ -777,6 +858,15 @@ func (s *Server) mergeBranch(w http.ResponseWriter, r *http.Request) {
 	if rp.git.commits[head] == nil {
 		writeError(w, http.StatusNotFound, MsgHeadMissing)
 		return
+	}
+	foreign := rp.git.foreignFor(body.Base)
+	if foreign != nil && foreign.Before {
+		s.pushForeign(rp, body.Base, foreign)
+		tip = rp.branches[body.Base]
+		foreign = nil
+	}
+	if foreign != nil {
+		defer s.pushForeign(rp, body.Base, foreign)
 	}
 	if rp.git.reachable(tip, head) {
 		w.WriteHeader(http.StatusNoContent)

@@ -1,6 +1,7 @@
 package fakegithub
 
 import (
+	"cmp"
 	"net/http"
 	"slices"
 	"sort"
@@ -187,7 +188,7 @@ func (s *Server) listIssueEvents(w http.ResponseWriter, r *http.Request) {
 			"id":         ev.id,
 			"node_id":    nodeID("LE", ev.id),
 			"url":        s.apiURL("repos/%s/issues/events/%d", rp.fullName, ev.id),
-			"actor":      s.userJSON(pr.Author),
+			"actor":      s.userJSON(cmp.Or(pr.LabeledBy, pr.Author)),
 			"event":      ev.event,
 			"commit_id":  nil,
 			"commit_url": nil,

@@ -36,6 +36,9 @@ const (
 	RouteDeleteRef          = "DELETE /repos/{owner}/{repo}/git/refs/{ref}"
 	RouteAddLabels          = "POST /repos/{owner}/{repo}/issues/{issue_number}/labels"
 	RouteListPullCommits    = "GET /repos/{owner}/{repo}/pulls/{pull_number}/commits"
+	// RouteGetApp is "Get the authenticated app" (a JWT): its slug names
+	// the App's installations when they act, "<slug>[bot]" (AppBotLogin).
+	RouteGetApp = "GET /app"
 )
 
 // Routes lists every route the server answers.
@@ -51,6 +54,7 @@ func Routes() []string {
 		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef, RouteAddLabels,
 		RouteListPullCommits, RouteGraphQL,
 		RouteGetRef, RouteCreateRef, RouteUpdateRef, RouteMergeBranch, RouteGetCommit,
+		RouteGetApp,
 	}
 }
 
@@ -92,6 +96,7 @@ func (s *Server) routes() {
 		RouteUpdateRef:          s.updateRef,
 		RouteMergeBranch:        s.mergeBranch,
 		RouteGetCommit:          s.getCommit,
+		RouteGetApp:             s.getApp,
 	}
 	for route, h := range handlers {
 		method, path, _ := strings.Cut(route, " ")

@@ -63,6 +63,10 @@ type PR struct {
 	ClosedAt    time.Time
 	MergedAt    time.Time
 
+	// LabeledBy is who the issue events say added its labels and enabled
+	// auto-merge (default Author).
+	LabeledBy string
+
 	// Commits are the pull request's commits (default: one by its
 	// author, at its head).
 	Commits []Commit

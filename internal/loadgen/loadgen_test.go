@@ -45,8 +45,17 @@ func TestDeliveries(t *testing.T) {
 			t.Fatalf("delivery %d: %s %+v, want %s for %s under 77", i, event, meta, w.event, repo)
 		}
 		tr, err := webhook.Translate(leasedo.Delivery{ID: id, Event: event, Action: meta.Action, Tenant: meta.Tenant, Repo: meta.Repo, Body: body}, rules.DefaultOptions())
-		if err != nil || len(tr.Events) != 1 || tr.Ignored != "" {
+		// A synchronize also asks the sync to check who pushed (the
+		// consent of a queued pull request is for its head).
+		n := 1
+		if w.action == "synchronize" {
+			n = 2
+		}
+		if err != nil || len(tr.Events) != n || tr.Ignored != "" {
 			t.Fatalf("delivery %d: translation %+v, %v", i, tr, err)
+		}
+		if n == 2 && (tr.Events[1].Op != leasedo.OpCommand || tr.Events[1].Details.Command != webhook.HeadMoveCommand) {
+			t.Fatalf("delivery %d: second event %+v %+v, want the check of who pushed", i, tr.Events[1], tr.Events[1].Details)
 		}
 		ev := tr.Events[0]
 		if ev.Action != w.action || ev.PRNumber != w.pr || len(ev.Details.Sha) != 40 {

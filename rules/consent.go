@@ -1,0 +1,96 @@
+package rules
+
+import (
+	"fmt"
+
+	"github.com/mergegate/mergegate/leasedo"
+)
+
+// A writer's consent (the trigger label, @mergegate queue, GitHub
+// auto-merge enabled) is for the head it was given on, as GitHub's own
+// auto-merge is: "if someone who does not have write permissions to the
+// repository pushes new changes to the head branch or switches the base
+// branch of the pull request, auto-merge will be disabled"
+// (docs.github.com, "Automatically merging a pull request"). An entry
+// whose consent does not cover its head is held (Decide): it keeps its
+// place, never merges and never joins a merge train group, until a writer
+// consents again.
+
+// ProblemConsent is the Problem of the hold of an entry whose head no
+// writer consented to.
+const ProblemConsent = "consent"
+
+// Kinds of a HeadMove.
+const (
+	MovePush  = "push"     // synchronize: new commits
+	MoveBase  = "base"     // edited: the base branch changed
+	MoveOpen  = "reopened" // reopened: back in the queue, on whatever head it has
+	MoveReady = "ready"    // ready_for_review: the same
+)
+
+// HeadMove is what moved a pull request's head, or brought it back to the
+// queue or onto a new base, as a webhook told it.
+type HeadMove struct {
+	Kind string
+	// Before and After are the heads before and after (a push's before
+	// and after; a base change's head, twice; a pull request brought back:
+	// leasedo.NoConsent, then its head).
+	Before, After string
+	By            string // the delivery's sender
+	// Trusted: By may write to the repository, or is mergegate itself (a
+	// branch it updated carries the consent it had).
+	Trusted bool
+}
+
+// ConsentAfter returns what an entry's consent covers after m, and why it
+// does not cover m.After (note; "" when it does). changed is false when m
+// changes nothing.
+//
+//   - By someone trusted, the consent moves along: from Before (what it
+//     covered) to After. A consent already lost is not given back by a
+//     writer's push: a writer consents by the label or @mergegate queue.
+//   - By anyone else, the consent stays where it was; if it already
+//     covered After (a writer's @mergegate queue read the head after the
+//     push, before its delivery came), it is withdrawn.
+func ConsentAfter(e leasedo.Item, m HeadMove) (consent, note string, changed bool) {
+	cur := e.ConsentSha
+	if cur == "" {
+		cur = e.PRSha // written by an older mergegate: its head
+	}
+	if m.Trusted {
+		if cur == m.Before && cur != m.After {
+			return m.After, "", true
+		}
+		return e.ConsentSha, e.ConsentNote, false
+	}
+	note = fmt.Sprintf("@%s, who may not write to the repository, %s", m.By, moveWords(m.Kind))
+	if cur == m.After {
+		cur = leasedo.NoConsent
+	}
+	return cur, note, cur != e.ConsentSha || note != e.ConsentNote
+}
+
+func moveWords(kind string) string {
+	switch kind {
+	case MoveBase:
+		return "changed its base branch after it was queued"
+	case MoveOpen:
+		return "reopened it"
+	case MoveReady:
+		return "marked it ready for review"
+	}
+	return "pushed new commits after it was queued"
+}
+
+// Unconsented says why no writer's consent covers e's head ("" when one
+// does): what its check run says while it is held.
+func Unconsented(e leasedo.Item) string {
+	if e.ConsentSha == "" || e.ConsentSha == e.PRSha {
+		return ""
+	}
+	why := e.ConsentNote
+	if why == "" {
+		why = "its head changed after it was queued, and mergegate has not seen who pushed"
+	}
+	return "no writer consented to this head: " + why + "; someone who may write must comment `@mergegate queue` (or add the trigger label again) to let it merge"
+}

@@ -1,0 +1,120 @@
+package rules_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
+)
+
+const oldSHA = "3333333333333333333333333333333333333333" // a head before headSHA
+
+func entryWith(head, consent, note string) leasedo.Item {
+	it := leasedo.Item{BaseRef: "main", ConsentSha: consent, ConsentNote: note}
+	it.PRNumber, it.PRSha, it.Status = 7, head, leasedo.StatusQueued
+	return it
+}
+
+// A writer's consent is for the head it was given on: it moves along with
+// pushes by writers and mergegate's own updates, never with anyone else's.
+func TestConsentAfter(t *testing.T) {
+	const eveNote = "@eve, who may not write to the repository, pushed new commits after it was queued"
+	push := func(by string, trusted bool) rules.HeadMove {
+		return rules.HeadMove{Kind: rules.MovePush, Before: headSHA, After: newSHA, By: by, Trusted: trusted}
+	}
+	for _, c := range []struct {
+		name        string
+		e           leasedo.Item
+		m           rules.HeadMove
+		consent     string
+		note        string
+		changed     bool
+		coversAfter bool
+	}{
+		{"a writer pushes", entryWith(newSHA, headSHA, ""), push("alice", true), newSHA, "", true, true},
+		{"mergegate updates the branch", entryWith(newSHA, headSHA, ""), push("mergegate[bot]", true), newSHA, "", true, true},
+		{"a fork's author pushes", entryWith(newSHA, headSHA, ""), push("eve", false), headSHA, eveNote, true, false},
+		{"a writer pushes on top of eve's push", entryWith(newSHA, oldSHA, eveNote), push("alice", true), oldSHA, eveNote, false, false},
+		{"eve pushes a head a writer's @mergegate queue already read", entryWith(newSHA, newSHA, ""), push("eve", false), leasedo.NoConsent, eveNote, true, false},
+		{"an older mergegate's row: for its head, withdrawn", entryWith(newSHA, "", ""), push("eve", false), leasedo.NoConsent, eveNote, true, false},
+		{"eve changes the base", entryWith(headSHA, headSHA, ""), rules.HeadMove{Kind: rules.MoveBase, Before: headSHA, After: headSHA, By: "eve"},
+			leasedo.NoConsent, "@eve, who may not write to the repository, changed its base branch after it was queued", true, false},
+		{"a writer changes the base", entryWith(headSHA, headSHA, ""), rules.HeadMove{Kind: rules.MoveBase, Before: headSHA, After: headSHA, By: "alice", Trusted: true},
+			headSHA, "", false, true},
+		{"a writer reopens it", entryWith(headSHA, leasedo.NoConsent, ""), rules.HeadMove{Kind: rules.MoveOpen, Before: leasedo.NoConsent, After: headSHA, By: "alice", Trusted: true},
+			headSHA, "", true, true},
+		{"eve marks it ready", entryWith(headSHA, leasedo.NoConsent, ""), rules.HeadMove{Kind: rules.MoveReady, Before: leasedo.NoConsent, After: headSHA, By: "eve"},
+			leasedo.NoConsent, "@eve, who may not write to the repository, marked it ready for review", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			consent, note, changed := rules.ConsentAfter(c.e, c.m)
+			if consent != c.consent || note != c.note || changed != c.changed {
+				t.Errorf("ConsentAfter = %s %q %v, want %s %q %v", consent, note, changed, c.consent, c.note, c.changed)
+			}
+			e := c.e
+			e.PRSha, e.ConsentSha, e.ConsentNote = c.m.After, consent, note
+			if got := rules.Unconsented(e) == ""; got != c.coversAfter {
+				t.Errorf("Unconsented after = %q, want covered %v", rules.Unconsented(e), c.coversAfter)
+			}
+		})
+	}
+}
+
+// A head no writer consented to is held, in serial mode and in a train,
+// whatever its checks say: it keeps its place, is never merged nor made
+// ready for a group, and its check run says who pushed and what to do.
+func TestDecideHoldsAnUnconsentedHead(t *testing.T) {
+	note := "@eve, who may not write to the repository, pushed new commits after it was queued"
+	unconsented := func(s *situation) { s.f.Entry.ConsentSha, s.f.Entry.ConsentNote = oldSHA, note }
+	for _, c := range []struct {
+		name string
+		s    situation
+	}{
+		{"head, checks passed, no review required", given(unconsented)},
+		{"head, a fork", given(unconsented, fork(true))},
+		{"checks failed", given(unconsented, checksFailed("ci failed"))},
+		{"checks pending", given(unconsented, checksPending("waiting"))},
+		{"behind the head", given(unconsented, func(s *situation) { s.f.Head = false })},
+		{"the pull request not read", given(unconsented, func(s *situation) { s.f.PR = nil })},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for mode, decide := range map[string]func(rules.Facts, rules.Policy) rules.Action{"serial": rules.Decide, "train": rules.DecideTrainEntry} {
+				p := c.s.p
+				if mode == "train" {
+					p.Mode = rules.ModeTrain
+				}
+				a := decide(c.s.f, p)
+				if a.Kind != rules.Block || a.Problem != rules.ProblemConsent || !strings.HasPrefix(a.Reason, rules.HeldPrefix) ||
+					!strings.Contains(a.Reason, note) || !strings.Contains(a.Reason, "`@mergegate queue`") {
+					t.Errorf("%s: %+v, want held for a writer's consent", mode, a)
+				}
+			}
+		})
+	}
+	// Consent for the head, or a row an older mergegate wrote: merges.
+	for _, consent := range []string{headSHA, ""} {
+		s := given(func(s *situation) { s.f.Entry.ConsentSha = consent })
+		if a := rules.Decide(s.f, s.p); a.Kind != rules.Merge {
+			t.Errorf("consent %q: %+v, want merge", consent, a)
+		}
+	}
+	// A head GitHub reports newer than the entry's is gated again first.
+	s := given(unconsented, onPR(func(pr *forge.PR) { pr.HeadSHA = newSHA }))
+	if a := rules.Decide(s.f, s.p); a.Kind != rules.Regate {
+		t.Errorf("new head on GitHub: %+v, want regate", a)
+	}
+}
+
+// A member held for consent leaves its group (it is held).
+func TestDecideTrainDropsAnUnconsentedMember(t *testing.T) {
+	it := entryWith(headSHA, oldSHA, "")
+	it.Status, it.GateReason = leasedo.StatusBlocked, rules.HeldPrefix+rules.Unconsented(it)
+	g := leasedo.Group{ID: 1, Base: "main", State: leasedo.GroupTesting, Parent: "tip", Head: "h", PRs: []leasedo.GroupPR{{Number: 7, SHA: headSHA}}}
+	a := rules.DecideTrain(rules.TrainFacts{Base: "main", Tip: "tip", Groups: []leasedo.Group{g}, Entries: map[int]leasedo.Item{7: it}},
+		rules.Policy{Mode: rules.ModeTrain})
+	if a.Kind != rules.TrainDrop || len(a.PRs) != 1 || a.PRs[0].Number != 7 {
+		t.Errorf("DecideTrain = %+v, want #7 dropped", a)
+	}
+}
