@@ -3,7 +3,9 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -182,15 +184,22 @@ func (p *Policies) Refresh(ctx context.Context, k leasedo.Key, force bool) (poli
 		source = policy.SourceRepo
 	)
 	ownFile := cur.Source == policy.SourceRepo || (cur.BadSHA != "" && strings.HasPrefix(cur.Problems[0].File, k.Repo+":"))
+	// tooLarge: the file is there, too large to read (forge's
+	// ErrFileTooLarge): a problem of the file like any other.
+	var tooLarge error
 	if !force && known && !ownFile && now.Sub(was.readAt) < absentRecheck {
 		// No file of its own an hour ago: only the organisation's may
 		// have changed.
-	} else if f, found, err = p.gh.RepoFile(ctx, k.Tenant, k.Repo, policy.Path); err != nil {
+	} else if f, found, err = p.gh.RepoFile(ctx, k.Tenant, k.Repo, policy.Path); errors.Is(err, forge.ErrFileTooLarge) && f.SHA != "" {
+		tooLarge = err
+	} else if err != nil {
 		return cur, err
 	}
 	if !found && !strings.HasSuffix(k.Repo, "/.github") {
 		source = policy.SourceOrg
-		if f, found, err = p.orgFile(ctx, k, force, now); err != nil {
+		if f, found, err = p.orgFile(ctx, k, force, now); errors.Is(err, forge.ErrFileTooLarge) && f.SHA != "" {
+			tooLarge = err
+		} else if err != nil {
 			return cur, err
 		}
 	}
@@ -213,7 +222,14 @@ func (p *Policies) Refresh(ctx context.Context, k leasedo.Key, force bool) (poli
 		case f.SHA == cur.BadSHA && len(cur.Problems) > 0:
 			// The same bad file: said already.
 		default:
-			file, problems := policy.Parse(name, f.Content)
+			var file policy.File
+			var problems policy.Problems
+			if tooLarge != nil {
+				problems = policy.Problems{{File: name, Msg: fmt.Sprintf("the file is %s bytes: mergegate reads a policy file of at most %s bytes (256 KiB); "+
+					"a policy is a few lines, make it smaller", thousands(f.Size), thousands(forge.MaxFileSize))}}
+			} else {
+				file, problems = policy.Parse(name, f.Content)
+			}
 			if len(problems) > 0 {
 				next.Problems, next.BadSHA = problems, f.SHA
 				log.Warn().Str("file", name).Str("sha", forge.ShortSHA(f.SHA)).Int("problems", len(problems)).
@@ -260,6 +276,15 @@ func (p *Policies) orgFile(ctx context.Context, k leasedo.Key, force bool, now t
 	p.orgs[key] = orgRead{f: f, found: found, at: now}
 	p.mu.Unlock()
 	return f, found, nil
+}
+
+// thousands writes n with a comma every three digits (1,048,586).
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func inForce(e policy.Effective) string {

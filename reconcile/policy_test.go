@@ -140,7 +140,7 @@ func TestBadFileKeepsTheLastGoodPolicy(t *testing.T) {
 	for _, cr := range e.gh.CheckRuns() {
 		summary = cr.Summary
 	}
-	if !strings.Contains(summary, `octo/app:.github/mergegate.yml:2: unknown key "blocking_label" (did you mean "blocking_labels"?)`) ||
+	if !strings.Contains(summary, `octo/app:.github/mergegate.yml:2:1: unknown key "blocking_label" (did you mean "blocking_labels"?)`) ||
 		!strings.Contains(summary, "the last good policy") {
 		t.Errorf("check run summary = %q", summary)
 	}
