@@ -38,10 +38,6 @@ const (
 func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error) {
 	ctx = holding(ctx, r.store, l)
 	k := l.Key
-	items, err := r.store.Items(ctx, k)
-	if err != nil {
-		return nil, err
-	}
 	if err := r.rateFloor(k.Tenant); err != nil {
 		return nil, fmt.Errorf("%s: %w", k, err)
 	}
@@ -52,6 +48,31 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 			return nil, err
 		}
 		r.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("resync: could not read the repository's policy file; the policy in force stays")
+	}
+	fixes, err := r.agree(ctx, l)
+	if err != nil {
+		return fixes, err
+	}
+	if _, err := r.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked); err != nil {
+		return fixes, err
+	}
+	if _, err := r.syncer.Sync(ctx, l); err != nil {
+		return fixes, err
+	}
+	return fixes, nil
+}
+
+// agree makes k's queue agree with GitHub's open pull requests under the
+// policy in force: closed and no longer eligible ones leave, moved heads
+// are gated again, eligible ones that are missing join. The cron's resync
+// runs it on every pass; the Syncer when the policy it reads changed (a
+// trigger label the new file adds, a repository first heard of through a
+// pull request's delivery translated under the defaults).
+func (r *Reconciler) agree(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error) {
+	k := l.Key
+	items, err := r.store.Items(ctx, k)
+	if err != nil {
+		return nil, err
 	}
 	prs, err := r.forge.ListOpenPRs(r.withRateFloor(ctx, k.Tenant), k.Tenant, k.Repo)
 	if err != nil {
@@ -66,17 +87,7 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 		return fixes, err
 	}
 	joined, err := r.joinMissing(ctx, l, prs, queued)
-	fixes = append(fixes, joined...)
-	if err != nil {
-		return fixes, err
-	}
-	if _, err := r.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked); err != nil {
-		return fixes, err
-	}
-	if _, err := r.syncer.Sync(ctx, l); err != nil {
-		return fixes, err
-	}
-	return fixes, nil
+	return append(fixes, joined...), err
 }
 
 // syncQueued removes queued PRs that are closed (confirmed with a GET: the
