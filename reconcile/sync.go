@@ -54,6 +54,10 @@ type SyncConfig struct {
 	// Policies are the repositories' own policies over Policy (default:
 	// NewPolicies on Store and Forge).
 	Policies *Policies
+	// OnDeadline, when set, is told after each Sync of k the nearest
+	// check_timeout deadline ahead in its queues (zero: none), for the
+	// engine to sync k again then (deadline.go).
+	OnDeadline func(k leasedo.Key, at time.Time)
 }
 
 // Syncer runs the sync of one repository: the level-triggered pass that
@@ -169,6 +173,9 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 			return 0, err
 		}
 	}
+	if err := s.readOverdue(ctx, l); err != nil {
+		return 0, err
+	}
 	var retry time.Duration
 	handled := map[int]bool{} // waiting for a retry: not again in this sync
 	for i := 0; ; i++ {
@@ -193,6 +200,9 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 		}
 	}
 	if err := s.publish(ctx, l); err != nil {
+		return retry, err
+	}
+	if err := s.reportDeadline(ctx, k); err != nil {
 		return retry, err
 	}
 	if s.cfg.Observer != nil {
