@@ -263,3 +263,34 @@ func TestAutoMergeTriggerFromTheFile(t *testing.T) {
 	h.pass(shaA)
 	h.eventually("#4 merged", func() bool { return len(h.merges()) == 1 })
 }
+
+// update_method per base branch: a branch behind master is updated by a
+// merge (the REST update-branch), one behind the release branch, whose
+// base_branches entry says rebase, is rebased (GraphQL).
+func TestUpdateMethodPerBaseBranch(t *testing.T) {
+	h := newHarness(t)
+	const release = "release-1.x"
+	h.gh.SetFile(testRepo, policy.Path, "base_branches:\n  "+release+":\n    update_method: rebase\n")
+	h.pushPolicy()
+	h.settle()
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, true)
+	h.gh.SetRequired(testRepo, release, []string{"ci/build"}, true)
+	h.labelWith(1, shaA, testBase, "automerge")
+	h.labelWith(2, shaB, release, "automerge")
+	h.gh.SetBehind(testRepo, 1, true)
+	h.gh.SetBehind(testRepo, 2, true)
+	h.pass(shaA)
+	h.pass(shaB)
+	h.eventually("both branches updated", func() bool { return len(h.gh.BranchUpdates()) == 2 })
+	h.settle()
+	methods := map[int]string{}
+	for _, u := range h.gh.BranchUpdates() {
+		methods[u.PRNumber] = u.Method
+	}
+	if methods[1] != "merge" || methods[2] != "rebase" {
+		t.Errorf("update methods = %v, want #1 merge (master), #2 rebase (%s)", methods, release)
+	}
+	if n := h.gh.CallCount(fakegithub.RouteUpdateBranch); n != 1 {
+		t.Errorf("REST update-branch called %d times, want once (#1)", n)
+	}
+}
