@@ -100,6 +100,12 @@ func TestBlockingTitleBounded(t *testing.T) {
 		t.Errorf("a pattern of 1025 bytes: %v", ps)
 	}
 	parse(t, "blocking_title: \""+strings.Repeat("a", policy.MaxPattern)+"\"\n")
+	// Short, but a program of 200,000 steps: 16 ms per title matched.
+	_, ps = policy.Parse(name, []byte(`blocking_title: "`+strings.Repeat(`\\pL{1,999}`, 100)+`"`+"\n"))
+	if len(ps) != 1 || !strings.HasPrefix(ps[0].Msg, "blocking_title compiles to ") || !strings.HasSuffix(ps[0].Msg, "steps: at most 5000 (repetitions such as {1,999} multiply a pattern)") {
+		t.Errorf("a pattern of 200,000 steps: %v", ps)
+	}
+	parse(t, `blocking_title: "^(WIP|Draft|DO NOT MERGE)\\b|\\[skip queue\\]"`+"\n")
 }
 
 // A template is at most 8 KiB, and a rendered title or message at most

@@ -10,6 +10,7 @@ import (
 	"path"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
 	"time"
@@ -108,9 +109,13 @@ func (p Problem) String() string {
 const (
 	MaxProblems = 50
 	MaxPattern  = 1 << 10
-	MaxTemplate = 8 << 10
-	maxQuoted   = 80
-	maxMessage  = 400
+	// MaxPatternSteps bounds the program a blocking_title compiles to
+	// (regexp/syntax instructions): matching a 256-character title costs
+	// about a millisecond at most.
+	MaxPatternSteps = 5000
+	MaxTemplate     = 8 << 10
+	maxQuoted       = 80
+	maxMessage      = 400
 )
 
 // Problems is every problem of one file, in line order.
@@ -480,12 +485,11 @@ func check(name string, root *yaml.Node, f *File) Problems {
 		}
 	}
 	if f.BlockingTitle != nil && *f.BlockingTitle != "" {
-		switch re, err := regexp.Compile(*f.BlockingTitle); {
-		case len(*f.BlockingTitle) > MaxPattern:
-			bad("blocking_title", "blocking_title is %d bytes long: at most %d (a pattern of a title is a few words)", len(*f.BlockingTitle), MaxPattern)
-		case err != nil:
+		if problem := checkPattern(*f.BlockingTitle); problem != "" {
+			bad("blocking_title", "%s", problem)
+		} else if re, err := regexp.Compile(*f.BlockingTitle); err != nil {
 			bad("blocking_title", "blocking_title %q is not a regular expression: %v", clip(*f.BlockingTitle), err)
-		default:
+		} else {
 			f.titleRE = re
 		}
 	}
@@ -552,6 +556,26 @@ func check(name string, root *yaml.Node, f *File) Problems {
 		checkBranch("base_branches."+clip(n)+".", f.BaseBranches[n])
 	}
 	return ps
+}
+
+// checkPattern bounds what a blocking_title costs: its length, and the
+// size of the program it compiles to (repetitions multiply it: 1 KiB of
+// \pL{1,999} is 200,000 steps, 16 ms to match one title), which is what
+// matching each title costs. "" when within bounds or not a pattern at
+// all (regexp.Compile says why).
+func checkPattern(p string) string {
+	if len(p) > MaxPattern {
+		return fmt.Sprintf("blocking_title is %d bytes long: at most %d (a pattern of a title is a few words)", len(p), MaxPattern)
+	}
+	re, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err == nil && len(prog.Inst) > MaxPatternSteps {
+		return fmt.Sprintf("blocking_title compiles to %d steps: at most %d (repetitions such as {1,999} multiply a pattern)", len(prog.Inst), MaxPatternSteps)
+	}
+	return ""
 }
 
 func keyOfLabel(f File, l string) string {
