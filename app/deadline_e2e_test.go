@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/policy"
@@ -53,5 +54,32 @@ func TestCheckTimeoutFiresAtItsDeadline(t *testing.T) {
 				t.Errorf("bounced at %s, %s after the deadline", now, now.Sub(deadline))
 			}
 		})
+	}
+}
+
+// A train's group whose CI never reports fails at its check_timeout
+// deadline, counted from when it was built: the engine's timer runs the
+// sync then (CI runs on the pull requests' heads only here, never on
+// mergegate/**).
+func TestTrainGroupTimesOutAtItsDeadline(t *testing.T) {
+	h := trainHarness(t, "mode: train\ncheck_timeout: 30m\n", fakegithub.CI{Branches: []string{"feature-*"}})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1)
+	h.settle()
+	h.clock.Advance(ciLength)
+	h.gh.CompleteDueChecks()
+	testkit.Eventually(t, "#1's group under test", func() bool {
+		gs := h.groups()
+		return len(gs) == 1 && gs[0].State == leasedo.GroupTesting && gs[0].BuiltAt > 0 && h.app.Engine.Busy() == 0
+	})
+	deadline := time.UnixMilli(h.groups()[0].BuiltAt).Add(30 * time.Minute)
+	testkit.Eventually(t, "a timer at the group's deadline", func() bool { at, ok := h.clock.NextTimer(); return ok && at.Equal(deadline) })
+	h.clock.Set(deadline)
+	testkit.Eventually(t, "#1 bounced at the group's deadline", func() bool { return len(h.comments(1)) == 1 })
+	if c := h.comments(1)[0]; !strings.Contains(c, "30m") {
+		t.Errorf("#1's author read %q", c)
+	}
+	if len(h.merges()) != 0 || !h.clock.Now().Equal(deadline) {
+		t.Errorf("merges %+v; bounced at %s, want %s", h.merges(), h.clock.Now(), deadline)
 	}
 }
