@@ -110,17 +110,23 @@ func (p *Policies) loadAllFreezes(ctx context.Context) error {
 	return nil
 }
 
-// fromStored parses a stored policy again (it was good when stored).
+// fromStored parses a stored policy again. It was good when stored, but
+// a version of mergegate with tighter bounds may refuse it (a
+// blocking_title over 1 KiB): then it is not in force, its problems are
+// shown at once, and its sha is forgotten so that the next read of the
+// file parses it and logs them, as for any bad file.
 func (p *Policies) fromStored(sp leasedo.StoredPolicy) policy.Effective {
 	e := policy.Effective{Source: sp.Source, File: sp.File, SHA: sp.SHA, BadSHA: sp.BadSHA, Defaults: p.defaults}
+	if sp.Problems != "" {
+		_ = json.Unmarshal([]byte(sp.Problems), &e.Problems)
+	}
 	if sp.Content != "" {
 		f, ps := policy.Parse(sp.File, []byte(sp.Content))
 		if len(ps) == 0 {
 			e.Config = f
+		} else if len(e.Problems) == 0 {
+			e.SHA, e.Problems = "", ps
 		}
-	}
-	if sp.Problems != "" {
-		_ = json.Unmarshal([]byte(sp.Problems), &e.Problems)
 	}
 	return e
 }
