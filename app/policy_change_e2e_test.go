@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,27 @@ func TestUpdateMethodPerBaseBranch(t *testing.T) {
 	}
 	if n := h.gh.CallCount(fakegithub.RouteUpdateBranch); n != 1 {
 		t.Errorf("REST update-branch called %d times, want once (#1)", n)
+	}
+}
+
+// Issue 31 point 6: a file of 6,000 unknown keys. The check runs list the
+// first 50 problems and how many more, and stay far within GitHub's
+// 65,535 characters.
+func TestManyProblemsStayReadable(t *testing.T) {
+	h := newHarness(t)
+	var b strings.Builder
+	for i := range 6000 {
+		b.WriteString("unknown_key_" + strings.Repeat("x", i%40) + "_" + strconv.Itoa(i) + ": 1\n")
+	}
+	h.gh.SetFile(testRepo, policy.Path, b.String())
+	h.pushPolicy()
+	h.label(1, shaA)
+	h.settle()
+	cr := h.lastCheckRun(shaA)
+	if !strings.Contains(cr.Summary, "and 5950 more problems (the first 50 are shown)") || len(cr.Summary) > 32<<10 {
+		t.Fatalf("check run summary of %d bytes: %.300q", len(cr.Summary), cr.Summary)
+	}
+	if pv := h.policyView(); len(pv.Problems) != 51 || pv.Problems[0].Line != 1 || pv.Problems[0].Column != 1 {
+		t.Errorf("GET /queue: %d problems, first %+v", len(pv.Problems), pv.Problems[0])
 	}
 }
