@@ -46,12 +46,17 @@ func TestCheckTimeoutFiresAtItsDeadline(t *testing.T) {
 				t.Fatalf("before the deadline: queue %+v, comments %+v", q, h.gh.Comments())
 			}
 			h.clock.Set(deadline)
-			testkit.Eventually(t, "the bounce at the deadline", func() bool { return len(h.gh.Comments()) == 1 })
-			if c := h.gh.Comments()[0].Body; !strings.Contains(c, `its required check "ci/build" did not finish within 30s`) {
-				t.Errorf("comment = %q", c)
-			}
+			testkit.Eventually(t, "the bounce at the deadline", func() bool {
+				q := h.queue()
+				return len(q) == 1 && q[0].Status == leasedo.StatusBounced
+			})
 			if now := h.clock.Now(); !now.Equal(deadline) {
 				t.Errorf("bounced at %s, %s after the deadline", now, now.Sub(deadline))
+			}
+			// The comment goes out as writes do (it may wait its turn).
+			h.eventually("the bounce's comment", func() bool { return len(h.gh.Comments()) == 1 })
+			if c := h.gh.Comments()[0].Body; !strings.Contains(c, `its required check "ci/build" did not finish within 30s`) {
+				t.Errorf("comment = %q", c)
 			}
 		})
 	}
@@ -75,11 +80,15 @@ func TestTrainGroupTimesOutAtItsDeadline(t *testing.T) {
 	deadline := time.UnixMilli(h.groups()[0].BuiltAt).Add(30 * time.Minute)
 	testkit.Eventually(t, "a timer at the group's deadline", func() bool { at, ok := h.clock.NextTimer(); return ok && at.Equal(deadline) })
 	h.clock.Set(deadline)
-	testkit.Eventually(t, "#1 bounced at the group's deadline", func() bool { return len(h.comments(1)) == 1 })
-	if c := h.comments(1)[0]; !strings.Contains(c, "30m") {
-		t.Errorf("#1's author read %q", c)
-	}
+	testkit.Eventually(t, "#1 bounced at the group's deadline", func() bool {
+		q := h.queue()
+		return len(q) == 1 && q[0].Status == leasedo.StatusBounced
+	})
 	if len(h.merges()) != 0 || !h.clock.Now().Equal(deadline) {
 		t.Errorf("merges %+v; bounced at %s, want %s", h.merges(), h.clock.Now(), deadline)
+	}
+	h.eventually("#1's author told", func() bool { return len(h.comments(1)) == 1 })
+	if c := h.comments(1)[0]; !strings.Contains(c, "30m") {
+		t.Errorf("#1's author read %q", c)
 	}
 }
