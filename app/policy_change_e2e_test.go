@@ -310,10 +310,11 @@ func TestManyProblemsStayReadable(t *testing.T) {
 	h.label(1, shaA)
 	h.settle()
 	cr := h.lastCheckRun(shaA)
-	if !strings.Contains(cr.Summary, "and 5950 more problems (the first 50 are shown)") || len(cr.Summary) > 32<<10 {
+	if !strings.Contains(cr.Summary, `mergegate.yml:1:1: unknown key "unknown_key__0"`) || len(cr.Summary) > 32<<10 {
 		t.Fatalf("check run summary of %d bytes: %.300q", len(cr.Summary), cr.Summary)
 	}
-	if pv := h.policyView(); len(pv.Problems) != 51 || pv.Problems[0].Line != 1 || pv.Problems[0].Column != 1 {
-		t.Errorf("GET /queue: %d problems, first %+v", len(pv.Problems), pv.Problems[0])
+	pv := h.policyView()
+	if ps := policy.Problems(pv.Problems); len(ps) != 51 || ps[0].Line != 1 || ps[0].Column != 1 || ps.Total() != 6000 || ps[50].More != 5950 {
+		t.Errorf("GET /queue: %d problems (total %d), first %+v", len(ps), ps.Total(), ps[0])
 	}
 }

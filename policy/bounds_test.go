@@ -65,8 +65,11 @@ func TestProblemsCapped(t *testing.T) {
 	if ps[0].Line != 1 || ps[49].Line != 50 {
 		t.Errorf("not the first 50 in line order: %v, %v", ps[0], ps[49])
 	}
-	if last := ps[policy.MaxProblems]; last.Line != 0 || last.Msg != "and 5950 more problems (the first 50 are shown)" {
+	if last := ps[policy.MaxProblems]; last.Line != 0 || last.More != 5950 || last.Msg != "and 5950 more problems (the first 50 are shown)" {
 		t.Errorf("last = %+v", last)
+	}
+	if ps.Total() != 6000 || len(ps.Listed()) != policy.MaxProblems {
+		t.Errorf("Total %d, Listed %d", ps.Total(), len(ps.Listed()))
 	}
 	total := 0
 	for _, p := range ps {

@@ -88,6 +88,9 @@ type Problem struct {
 	Column int    `json:"column,omitempty"` // 1-based; 0 when not known (YAML's syntax errors name a line only)
 	Key    string `json:"key,omitempty"`
 	Msg    string `json:"message"`
+	// More, on the last problem of a list cut at MaxProblems, is how many
+	// problems were left out (its message says so).
+	More int `json:"more,omitempty"`
 }
 
 func (p Problem) String() string {
@@ -118,8 +121,27 @@ const (
 	maxMessage      = 400
 )
 
-// Problems is every problem of one file, in line order.
+// Problems is every problem of one file, in line order: at most
+// MaxProblems, then one that counts the rest (More).
 type Problems []Problem
+
+// Total is how many problems the file has, those left out included.
+func (ps Problems) Total() int {
+	n := 0
+	for _, p := range ps {
+		n += max(p.More, 1)
+	}
+	return n
+}
+
+// Listed are the problems themselves, without the one that counts those
+// left out.
+func (ps Problems) Listed() Problems {
+	if n := len(ps); n > 0 && ps[n-1].More > 0 {
+		return ps[:n-1]
+	}
+	return ps
+}
 
 func (ps Problems) Error() string {
 	out := make([]string, len(ps))
@@ -174,7 +196,7 @@ func capped(name string, ps Problems) Problems {
 	if more == 1 {
 		noun = "problem"
 	}
-	return append(out, Problem{File: name, Msg: fmt.Sprintf("and %d more %s (the first %d are shown)", more, noun, MaxProblems)})
+	return append(out, Problem{File: name, More: more, Msg: fmt.Sprintf("and %d more %s (the first %d are shown)", more, noun, MaxProblems)})
 }
 
 // parserProblems are the messages of yaml.v3's parser errors (its
