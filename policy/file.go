@@ -179,19 +179,24 @@ func Parse(name string, content []byte) (File, Problems) {
 			a, b := w.problems[i], w.problems[j]
 			return a.Line < b.Line || (a.Line == b.Line && a.Column < b.Column)
 		})
-		return File{}, capped(name, w.problems)
+		return File{}, capped(name, w.problems, w.more)
 	}
 	return f, nil
 }
 
 // capped keeps the first MaxProblems problems and says how many more
 // there are.
-func capped(name string, ps Problems) Problems {
-	if len(ps) <= MaxProblems {
+// more counts problems the walk left out already (it stops describing
+// them at MaxProblems: 6,000 unknown keys cost no 6,000 suggestions).
+func capped(name string, ps Problems, more int) Problems {
+	if len(ps) <= MaxProblems && more == 0 {
 		return ps
 	}
-	more := len(ps) - MaxProblems
-	out := append(Problems{}, ps[:MaxProblems]...)
+	if len(ps) > MaxProblems {
+		more += len(ps) - MaxProblems
+		ps = ps[:MaxProblems]
+	}
+	out := append(Problems{}, ps...)
 	noun := "problems"
 	if more == 1 {
 		noun = "problem"
@@ -240,9 +245,23 @@ func yamlProblem(name string, err error) Problem {
 type walker struct {
 	file     string
 	problems Problems
+	more     int // problems found past MaxProblems, counted, not described
+}
+
+// full: MaxProblems problems are described; the rest are counted. The
+// walk goes in document order, which is line order.
+func (w *walker) full() bool {
+	if len(w.problems) < MaxProblems {
+		return false
+	}
+	w.more++
+	return true
 }
 
 func (w *walker) add(n *yaml.Node, key, format string, args ...any) {
+	if w.full() {
+		return
+	}
 	w.problems = append(w.problems, Problem{File: w.file, Line: n.Line, Column: n.Column, Key: clip(key), Msg: clipMessage(fmt.Sprintf(format, args...))})
 }
 
@@ -320,7 +339,9 @@ func (w *walker) object(n *yaml.Node, v reflect.Value, prefix string) {
 		idx, ok := keys[key]
 		switch {
 		case !ok:
-			w.add(kn, full, "unknown key %q%s", clip(full), suggest(key, keys))
+			if !w.full() {
+				w.add(kn, full, "unknown key %q%s", clip(full), suggest(key, keys))
+			}
 			continue
 		case seen[key]:
 			w.add(kn, full, "%q is set twice", clip(full))
