@@ -273,13 +273,17 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	opts.For = policies.Options
 	a.policies.Store(policies)
 	var syncer *reconcile.Syncer
+	var eng *Engine
 	if fc != nil {
 		syncer = reconcile.NewSyncer(reconcile.SyncConfig{
 			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics, DashboardURL: cfg.DashboardURL,
 			Policy: defaults, Policies: policies,
+			// The engine syncs a repository again at its nearest
+			// check_timeout deadline; the cron's start-up pass reports
+			// every repository's, after a restart too.
+			OnDeadline: func(k leasedo.Key, at time.Time) { eng.Deadline(k, at) },
 		})
 	}
-	var eng *Engine
 	rec := reconcile.New(reconcile.Config{
 		Store: a.Store, Forge: fc, Syncer: syncer, Options: opts, Logger: log, Clock: a.cfg.Clock,
 		By:       cfg.Replica + "/cron",

@@ -65,6 +65,12 @@ type Engine struct {
 	wg      sync.WaitGroup
 	started bool
 	stopped bool
+
+	// due is each repository's nearest check_timeout deadline, as its
+	// last sync reported it (Deadline); dueChanged wakes the loop that
+	// keeps one timer for the soonest (deadlines).
+	due        map[leasedo.Key]time.Time
+	dueChanged chan struct{}
 }
 
 type worker struct {
@@ -102,6 +108,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		cfg: cfg, store: cfg.Store, syncer: cfg.Syncer, clock: cfg.Clock, log: cfg.Logger,
 		ctx: ctx, cancel: cancel,
 		workers: map[leasedo.Key]*worker{},
+		due:     map[leasedo.Key]time.Time{}, dueChanged: make(chan struct{}, 1),
 	}
 }
 
@@ -126,8 +133,9 @@ func (e *Engine) Start() error {
 	if len(keys) > 0 {
 		e.log.Info().Int("repos", len(keys)).Msg("resuming pending deliveries")
 	}
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.housekeeping()
+	go e.deadlines()
 	return nil
 }
 
@@ -214,6 +222,72 @@ func (e *Engine) Busy() int {
 		}
 	}
 	return n
+}
+
+// Deadline records k's nearest check_timeout deadline (zero: none), as a
+// sync reports it (reconcile.SyncConfig.OnDeadline): k's sync runs again
+// then, and the bounce happens within moments of the deadline rather than
+// at the next event or cron pass. It is not work under way (Busy): a
+// deadline an hour away is no reason to wait.
+func (e *Engine) Deadline(k leasedo.Key, at time.Time) {
+	e.mu.Lock()
+	if at.IsZero() {
+		delete(e.due, k)
+	} else {
+		e.due[k] = at
+	}
+	e.mu.Unlock()
+	select {
+	case e.dueChanged <- struct{}{}:
+	default:
+	}
+}
+
+// deadlines keeps one timer, on the injected clock, for the soonest
+// deadline of all repositories, and kicks every repository whose deadline
+// came.
+func (e *Engine) deadlines() {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		var next time.Time
+		for _, at := range e.due {
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+		e.mu.Unlock()
+		var timer leasedo.Timer
+		var fired <-chan time.Time
+		if !next.IsZero() {
+			timer = e.clock.NewTimer(next.Sub(e.clock.Now()))
+			fired = timer.C()
+		}
+		select {
+		case <-e.ctx.Done():
+		case <-e.dueChanged:
+		case <-fired:
+			now := e.clock.Now()
+			var keys []leasedo.Key
+			e.mu.Lock()
+			for k, at := range e.due {
+				if !at.After(now) {
+					keys = append(keys, k)
+					delete(e.due, k)
+				}
+			}
+			e.mu.Unlock()
+			for _, k := range keys {
+				e.Kick(k)
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if e.ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // idleExit is how long a worker with nothing to do waits before exiting.

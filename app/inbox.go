@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -153,6 +154,31 @@ func (e *Engine) applied(p prepared, results []leasedo.Result) {
 	}
 	if len(p.tracked) > 0 && e.cfg.OnTracked != nil {
 		e.cfg.OnTracked(p.tracked)
+	}
+	for _, ev := range t.Events {
+		if ev.Op == leasedo.OpPolicy && strings.HasSuffix(d.Repo, "/.github") {
+			e.kickOwner(d.Tenant, strings.TrimSuffix(d.Repo, ".github"))
+			break
+		}
+	}
+}
+
+// kickOwner wakes the worker of every repository of owner ("owner/") in
+// tenant: a push to the organisation's .github repository that touched
+// its policy file marked their policies to be read again (their
+// fallback), and their syncs read it now rather than at the cron's pass.
+func (e *Engine) kickOwner(tenant, owner string) {
+	tracked, err := e.store.Tracked(e.ctx)
+	if err != nil {
+		if e.ctx.Err() == nil {
+			e.log.Warn().Err(err).Str("tenant", tenant).Msg("the organisation's policy changed; its repositories read it at the next cron pass")
+		}
+		return
+	}
+	for _, t := range tracked {
+		if t.Key.Tenant == tenant && strings.HasPrefix(t.Key.Repo, owner) && !strings.HasSuffix(t.Key.Repo, "/.github") {
+			e.Kick(t.Key)
+		}
 	}
 }
 

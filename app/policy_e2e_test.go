@@ -91,7 +91,7 @@ func TestPolicyFileEndToEnd(t *testing.T) {
 	page, _ := http.Get(h.admin + "/repos/" + testTenant + "/" + testRepo)
 	html, _ := io.ReadAll(page.Body)
 	page.Body.Close()
-	if !strings.Contains(string(html), "Codertocat/Hello-World:.github/mergegate.yml:3: unknown key") {
+	if !strings.Contains(string(html), "Codertocat/Hello-World:.github/mergegate.yml:3:1: unknown key") {
 		t.Errorf("the dashboard page does not show the problem")
 	}
 	if n := strings.Count(h.logBuf.String(), "policy file has problems"); n != 1 {

@@ -28,7 +28,9 @@ func (h *harness) cronPass() leasedo.ReconcileAnswer {
 
 // A required check that never concludes bounces the head after
 // --check-timeout (default 1 h), with a sentence naming the checks that
-// never finished; the cron's pass is what notices.
+// never finished; the engine's timer for the deadline is what notices
+// (TestCheckTimeoutFiresAtItsDeadline), a cron pass before it does not
+// bounce.
 func TestCheckTimeoutBouncesNamingTheChecks(t *testing.T) {
 	h := newHarness(t)
 	h.gh.SetRequired(testRepo, testBase, []string{"ci/build", "lint"}, false)
@@ -43,7 +45,8 @@ func TestCheckTimeoutBouncesNamingTheChecks(t *testing.T) {
 		t.Fatalf("before the timeout: %+v", q)
 	}
 	h.clock.Advance(2 * time.Minute)
-	h.cronPass()
+	h.eventually("the bounce", func() bool { return len(h.gh.Comments()) == 1 })
+	h.settle()
 	want := "mergegate took this pull request out of the merge queue at aaaaaaa because its required check \"ci/build\" did not finish within 1h. " +
 		"Once that is fixed, add the `automerge` label again."
 	if c := h.gh.Comments(); len(c) != 1 || c[0].Body != want {

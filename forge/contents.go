@@ -23,18 +23,30 @@ type File struct {
 	SHA     string // the blob's sha: the same content has the same sha
 	HTMLURL string
 	Content []byte
+	// Size is the file's size: the bytes received, or for a file over
+	// 1 MB (which GitHub does not send) its directory listing's.
+	Size int
 }
 
 // ErrNotAFile: the path names a directory, a symlink to one or a submodule.
 var ErrNotAFile = errors.New("not a file")
 
+// ErrFileTooLarge: the file is there, larger than MaxFileSize. RepoFile
+// returns it with the File's Repo, Path, SHA and Size (no Content): the
+// caller can tell one version of a too large file from the next.
+var ErrFileTooLarge = errors.New("file too large")
+
 // RepoFile reads path from repo's default branch (GET
 // /repos/{owner}/{repo}/contents/{path}, base64 content). found is false
 // when GitHub answers 404: no such file, or no such repository the
 // installation can see (an organisation's .github repository the App is
-// not installed on). A file over 1 MB is found, with an error: GitHub
-// answers it 403 "too_large" under the default media type. The request is conditional like every GET (the ETag
-// cache): an unchanged file costs no rate-limit point.
+// not installed on). A file over MaxFileSize is found, with an error
+// wrapping ErrFileTooLarge: the size counted is the bytes received, not
+// the size GitHub's JSON declares; over 1 MB GitHub answers 403 (errors
+// code too_large) under the default media type, and the file's sha and
+// size are read from its directory's listing. The request is conditional
+// like every GET (the ETag cache): an unchanged file costs no rate-limit
+// point.
 func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f File, found bool, err error) {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.get-content", tenant, repo)
 	if err != nil {
@@ -42,29 +54,71 @@ func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f Fil
 	}
 	fc, dir, _, err := in.gh.Repositories.GetContents(ctx, owner, name, path, nil)
 	if err != nil {
+		if tooLarge(err) {
+			return c.largeFile(ctx, tenant, repo, path)
+		}
 		err = cl.classify(ctx, err, false)
-		var ae *APIError
-		switch {
-		case IsNotFound(err):
+		if IsNotFound(err) {
 			return File{}, false, nil
-		case errors.As(err, &ae) && ae.Status == http.StatusForbidden && strings.Contains(ae.Message, "too large"):
-			// Over 1 MB GitHub answers 403 (errors code too_large)
-			// rather than the content: the file is there.
-			return File{}, true, fmt.Errorf("%s: %s is more than 1 MB (at most %d bytes are read): %w", repo, path, MaxFileSize, err)
 		}
 		return File{}, false, err
 	}
 	if fc == nil || dir != nil || fc.GetType() != "file" {
 		return File{}, true, fmt.Errorf("%s: %s: %w", repo, path, ErrNotAFile)
 	}
-	if fc.GetSize() > MaxFileSize {
-		return File{}, true, fmt.Errorf("%s: %s is %d bytes, more than %d", repo, path, fc.GetSize(), MaxFileSize)
-	}
+	f = File{Repo: repo, Path: fc.GetPath(), SHA: fc.GetSHA(), HTMLURL: fc.GetHTMLURL(), Size: fc.GetSize()}
 	text, err := fc.GetContent() // base64, as GitHub sends it (with newlines)
 	if err != nil {
 		return File{}, true, fmt.Errorf("%s: %s: decoding GitHub's content: %w", repo, path, err)
 	}
-	return File{Repo: repo, Path: fc.GetPath(), SHA: fc.GetSHA(), HTMLURL: fc.GetHTMLURL(), Content: []byte(text)}, true, nil
+	f.Size = len(text)
+	if len(text) > MaxFileSize {
+		return f, true, fmt.Errorf("%s: %s is %d bytes, more than %d: %w", repo, path, len(text), MaxFileSize, ErrFileTooLarge)
+	}
+	f.Content = []byte(text)
+	return f, true, nil
+}
+
+// tooLarge: GitHub's 403 for a file over 1 MB under the default media
+// type ("This API returns blobs up to 1 MB in size", errors code
+// too_large).
+func tooLarge(err error) bool {
+	var er *github.ErrorResponse
+	if !errors.As(err, &er) || er.Response == nil || er.Response.StatusCode != http.StatusForbidden {
+		return false
+	}
+	for _, e := range er.Errors {
+		if e.Code == "too_large" {
+			return true
+		}
+	}
+	return false
+}
+
+// largeFile reads a file GitHub would not send from its directory's
+// listing (GET /repos/{owner}/{repo}/contents/{dir}: each entry's sha and
+// size, no content).
+func (c *Client) largeFile(ctx context.Context, tenant, repo, path string) (File, bool, error) {
+	dirPath := ""
+	if i := strings.LastIndex(path, "/"); i >= 0 {
+		dirPath = path[:i]
+	}
+	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.get-content", tenant, repo)
+	if err != nil {
+		return File{}, true, err
+	}
+	_, entries, _, err := in.gh.Repositories.GetContents(ctx, owner, name, dirPath, nil)
+	if err != nil {
+		return File{}, true, fmt.Errorf("%s: %s is more than 1 MB; listing %q for its sha: %w", repo, path, dirPath, cl.classify(ctx, err, false))
+	}
+	for _, e := range entries {
+		if e.GetPath() == path {
+			f := File{Repo: repo, Path: path, SHA: e.GetSHA(), HTMLURL: e.GetHTMLURL(), Size: e.GetSize()}
+			return f, true, fmt.Errorf("%s: %s is %d bytes, more than 1 MB (GitHub sends it only as raw media; mergegate reads at most %d bytes): %w",
+				repo, path, f.Size, MaxFileSize, ErrFileTooLarge)
+		}
+	}
+	return File{}, true, fmt.Errorf("%s: %s is more than 1 MB and not in its directory's listing: %w", repo, path, ErrFileTooLarge)
 }
 
 // Permission is a user's permission on a repository as GitHub's

@@ -1,6 +1,7 @@
 package forge_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -122,13 +123,40 @@ func TestReactAndDeleteBranch(t *testing.T) {
 	}
 }
 
-// A file over 1 MB is there, but GitHub does not send it (403 too_large):
-// found, with an error.
+// A file over 1 MB is there, but GitHub does not send it (403
+// too_large): found, with ErrFileTooLarge, and its sha and size from its
+// directory's listing, so that one version is told from the next.
 func TestRepoFileTooLarge(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.gh.SetFile(repo, ".github/mergegate.yml", strings.Repeat("#", 1<<20+10))
-	if _, found, err := e.c.RepoFile(e.ctx, tenant, repo, ".github/mergegate.yml"); err == nil || !found || !strings.Contains(err.Error(), "more than 1 MB") {
-		t.Errorf("found=%v err=%v", found, err)
+	big := strings.Repeat("#", 1<<20+10)
+	e.gh.SetFile(repo, ".github/mergegate.yml", big)
+	f, found, err := e.c.RepoFile(e.ctx, tenant, repo, ".github/mergegate.yml")
+	if !errors.Is(err, forge.ErrFileTooLarge) || !found || !strings.Contains(err.Error(), "more than 1 MB") {
+		t.Fatalf("found=%v err=%v", found, err)
+	}
+	if f.Size != 1<<20+10 || len(f.SHA) != 40 || f.Content != nil || f.Path != ".github/mergegate.yml" {
+		t.Errorf("file = %+v", f)
+	}
+	e.gh.SetFile(repo, ".github/mergegate.yml", big+"#")
+	if g, _, err := e.c.RepoFile(e.ctx, tenant, repo, ".github/mergegate.yml"); !errors.Is(err, forge.ErrFileTooLarge) || g.SHA == f.SHA {
+		t.Errorf("the next version: %+v %v", g, err)
+	}
+}
+
+// Between 256 KiB and 1 MB GitHub sends the file; mergegate counts the
+// bytes it received, whatever size the JSON declares.
+func TestRepoFileOverMaxFileSize(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	content := strings.Repeat("# a comment line\n", forge.MaxFileSize/17+1)
+	e.gh.SetFile(repo, ".github/mergegate.yml", content)
+	e.gh.DeclareFileSize(repo, ".github/mergegate.yml", 20)
+	f, found, err := e.c.RepoFile(e.ctx, tenant, repo, ".github/mergegate.yml")
+	if !errors.Is(err, forge.ErrFileTooLarge) || !found || f.Size != len(content) || len(f.SHA) != 40 || f.Content != nil {
+		t.Fatalf("file of %d bytes declared as 20: %+v found=%v err=%v", len(content), f, found, err)
+	}
+	e.gh.SetFile(repo, ".github/mergegate.yml", content[:forge.MaxFileSize])
+	if f, _, err := e.c.RepoFile(e.ctx, tenant, repo, ".github/mergegate.yml"); err != nil || len(f.Content) != forge.MaxFileSize {
+		t.Errorf("a file of exactly %d bytes: %d bytes, %v", forge.MaxFileSize, len(f.Content), err)
 	}
 }
 

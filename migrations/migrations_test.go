@@ -323,7 +323,7 @@ func TestUpgradeKeepsRowsAndIDs(t *testing.T) {
 		{`SELECT group_concat(seq || ':' || hex(body) || ':' || encoding, ' ') FROM delivery_bodies`, "7:01: 8:02: 9:03:s2"},
 		{`SELECT id || ':' || pr_number || ':' || pr_sha || ':' || gate_reason || ':' || check_run_id || ':' || check_title FROM queue`,
 			"4:12:abc:checks pending:77:waiting for checks"},
-		// 0010: a queued entry's consent is for the head it holds.
+		// 0011: a queued entry's consent is for the head it holds.
 		{`SELECT consent_sha || ':' || consent_note FROM queue`, "abc:"},
 		{`SELECT id || ':' || details FROM events`, `11:{"sha":"abc"}`},
 		{`SELECT id || ':' || action || ':' || reason FROM audit`, "13:join:opened"},

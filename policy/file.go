@@ -10,9 +10,11 @@ import (
 	"path"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -47,6 +49,10 @@ type File struct {
 	DeleteBranchAfterMerge *bool    `yaml:"delete_branch_after_merge" json:"delete_branch_after_merge,omitempty"`
 	Branch                 `yaml:",inline" json:",inline"`
 	BaseBranches           map[string]BranchFile `yaml:"base_branches" json:"base_branches,omitempty"`
+
+	// titleRE is BlockingTitle compiled, once, by Parse: every reading of
+	// the policy (each delivery, each sync, each dashboard view) uses it.
+	titleRE *regexp.Regexp
 }
 
 // Branch holds the keys that may also be set per base branch.
@@ -74,23 +80,68 @@ type MergeCommit struct {
 	Message *string `yaml:"message" json:"message,omitempty"`
 }
 
-// Problem is one thing wrong with a policy file, where it is.
+// Problem is one thing wrong with a policy file, where it is: the line
+// and column a person sees in an editor.
 type Problem struct {
-	File string `json:"file"` // owner/name:path
-	Line int    `json:"line"` // 1-based; 0 when the whole file is meant
-	Key  string `json:"key,omitempty"`
-	Msg  string `json:"message"`
+	File   string `json:"file"`             // owner/name:path
+	Line   int    `json:"line"`             // 1-based; 0 when the whole file is meant
+	Column int    `json:"column,omitempty"` // 1-based; 0 when not known (YAML's syntax errors name a line only)
+	Key    string `json:"key,omitempty"`
+	Msg    string `json:"message"`
+	// More, on the last problem of a list cut at MaxProblems, is how many
+	// problems were left out (its message says so).
+	More int `json:"more,omitempty"`
 }
 
 func (p Problem) String() string {
-	if p.Line == 0 {
+	switch {
+	case p.Line == 0:
 		return p.File + ": " + p.Msg
+	case p.Column == 0:
+		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
 	}
-	return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
+	return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Column, p.Msg)
 }
 
-// Problems is every problem of one file, in line order.
+// Bounds of what a policy file may cost. A file has at most MaxProblems
+// problems reported (then one more saying how many were left out), each
+// value quoted in a problem at most maxQuoted bytes: 6,000 unknown keys
+// still make a check run a person reads. A blocking_title is at most
+// MaxPattern bytes (compiled once per file version), a merge_commit
+// template at most MaxTemplate bytes.
+const (
+	MaxProblems = 50
+	MaxPattern  = 1 << 10
+	// MaxPatternSteps bounds the program a blocking_title compiles to
+	// (regexp/syntax instructions): matching a 256-character title costs
+	// about a millisecond at most.
+	MaxPatternSteps = 5000
+	MaxTemplate     = 8 << 10
+	maxQuoted       = 80
+	maxMessage      = 400
+)
+
+// Problems is every problem of one file, in line order: at most
+// MaxProblems, then one that counts the rest (More).
 type Problems []Problem
+
+// Total is how many problems the file has, those left out included.
+func (ps Problems) Total() int {
+	n := 0
+	for _, p := range ps {
+		n += max(p.More, 1)
+	}
+	return n
+}
+
+// Listed are the problems themselves, without the one that counts those
+// left out.
+func (ps Problems) Listed() Problems {
+	if n := len(ps); n > 0 && ps[n-1].More > 0 {
+		return ps[:n-1]
+	}
+	return ps
+}
 
 func (ps Problems) Error() string {
 	out := make([]string, len(ps))
@@ -121,27 +172,71 @@ func Parse(name string, content []byte) (File, Problems) {
 	w := walker{file: name}
 	w.object(root, reflect.ValueOf(&f).Elem(), "")
 	if len(w.problems) == 0 {
-		w.problems = check(name, &doc, f)
+		w.problems = check(name, &doc, &f)
 	}
 	if len(w.problems) > 0 {
-		sort.SliceStable(w.problems, func(i, j int) bool { return w.problems[i].Line < w.problems[j].Line })
-		return File{}, w.problems
+		sort.SliceStable(w.problems, func(i, j int) bool {
+			a, b := w.problems[i], w.problems[j]
+			return a.Line < b.Line || (a.Line == b.Line && a.Column < b.Column)
+		})
+		return File{}, capped(name, w.problems, w.more)
 	}
 	return f, nil
 }
 
+// capped keeps the first MaxProblems problems and says how many more
+// there are.
+// more counts problems the walk left out already (it stops describing
+// them at MaxProblems: 6,000 unknown keys cost no 6,000 suggestions).
+func capped(name string, ps Problems, more int) Problems {
+	if len(ps) <= MaxProblems && more == 0 {
+		return ps
+	}
+	if len(ps) > MaxProblems {
+		more += len(ps) - MaxProblems
+		ps = ps[:MaxProblems]
+	}
+	out := append(Problems{}, ps...)
+	noun := "problems"
+	if more == 1 {
+		noun = "problem"
+	}
+	return append(out, Problem{File: name, More: more, Msg: fmt.Sprintf("and %d more %s (the first %d are shown)", more, noun, MaxProblems)})
+}
+
+// parserProblems are the messages of yaml.v3's parser errors (its
+// parserc.go). yaml.v3 names the line of a parser error 0-based (its
+// scanner's 1-based), and no line at all for a 0-based 0: the lines said
+// here are the ones an editor shows.
+var parserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"did not find expected node content":     true,
+	"did not find expected key":              true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found duplicate %TAG directive":         true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
 // yamlProblem turns yaml.v3's syntax error ("yaml: line 3: ...") into a
-// Problem with the line.
+// Problem on the 1-based line an editor shows. yaml.v3 gives no column.
 func yamlProblem(name string, err error) Problem {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	p := Problem{File: name, Msg: "not valid YAML: " + msg}
-	var line int
+	line := 0
 	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
-		p.Line = line
-		_, rest, _ := strings.Cut(msg, ":")
-		p.Msg = "not valid YAML:" + rest
+		_, msg, _ = strings.Cut(msg, ": ")
 	}
-	return p
+	switch {
+	case parserProblems[msg]:
+		line++ // 0-based, 0 left out
+	case line == 0 && !strings.HasPrefix(msg, "invalid ") && !strings.Contains(msg, "UTF-8") && !strings.Contains(msg, "control characters"):
+		line = 1 // a scanner error on the first line: yaml.v3 leaves the line out
+	}
+	return Problem{File: name, Line: line, Msg: "not valid YAML: " + msg}
 }
 
 // walker checks a YAML document against File's keys and types, node by
@@ -150,10 +245,50 @@ func yamlProblem(name string, err error) Problem {
 type walker struct {
 	file     string
 	problems Problems
+	more     int // problems found past MaxProblems, counted, not described
+}
+
+// full: MaxProblems problems are described; the rest are counted. The
+// walk goes in document order, which is line order.
+func (w *walker) full() bool {
+	if len(w.problems) < MaxProblems {
+		return false
+	}
+	w.more++
+	return true
 }
 
 func (w *walker) add(n *yaml.Node, key, format string, args ...any) {
-	w.problems = append(w.problems, Problem{File: w.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	if w.full() {
+		return
+	}
+	w.problems = append(w.problems, Problem{File: w.file, Line: n.Line, Column: n.Column, Key: clip(key), Msg: clipMessage(fmt.Sprintf(format, args...))})
+}
+
+// clipMessage bounds a problem's message (the values it quotes are
+// clipped already; a key path under a long branch name may not be).
+func clipMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// clip shortens a value from the file quoted in a problem: a problem
+// says where and what, and a 100 KB key is shown by its start.
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // keysOf lists the yaml keys of struct type t (inline structs included)
@@ -204,10 +339,12 @@ func (w *walker) object(n *yaml.Node, v reflect.Value, prefix string) {
 		idx, ok := keys[key]
 		switch {
 		case !ok:
-			w.add(kn, full, "unknown key %q%s", full, suggest(key, keys))
+			if !w.full() {
+				w.add(kn, full, "unknown key %q%s", clip(full), suggest(key, keys))
+			}
 			continue
 		case seen[key]:
-			w.add(kn, full, "%q is set twice", full)
+			w.add(kn, full, "%q is set twice", clip(full))
 			continue
 		}
 		seen[key] = true
@@ -273,7 +410,7 @@ func (w *walker) scalar(n *yaml.Node, e reflect.Value, key string) bool {
 	case reflect.Bool:
 		var b bool
 		if n.Tag != "!!bool" || n.Decode(&b) != nil {
-			w.add(n, key, "%s: want true or false, not %q", key, n.Value)
+			w.add(n, key, "%s: want true or false, not %q", key, clip(n.Value))
 			return false
 		}
 		e.SetBool(b)
@@ -317,7 +454,7 @@ func describe(n *yaml.Node) string {
 	case "!!int", "!!float":
 		return "the number " + n.Value
 	}
-	return fmt.Sprintf("%q", n.Value)
+	return fmt.Sprintf("%q", clip(n.Value))
 }
 
 func inKey(prefix string) string {
@@ -329,7 +466,7 @@ func inKey(prefix string) string {
 
 func exampleItem(key string, n *yaml.Node) string {
 	if n.Kind == yaml.ScalarNode && n.Value != "" {
-		return n.Value
+		return clip(n.Value)
 	}
 	return "..."
 }
@@ -337,6 +474,9 @@ func exampleItem(key string, n *yaml.Node) string {
 // suggest names the known key closest to a typo, when one is close: at
 // most half the key's length away ("freeze" is 3 edits from "frozen").
 func suggest(key string, keys map[string][]int) string {
+	if len(key) > maxQuoted {
+		return "" // no key is that long: nothing is close
+	}
 	best, bestD := "", max(len(key)/2, 1)+1
 	for k := range keys {
 		if d := distance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
@@ -372,47 +512,56 @@ func distance(a, b string) int {
 
 // check validates the values Parse decoded (names and ranges), with the
 // lines of their nodes.
-func check(name string, root *yaml.Node, f File) Problems {
+func check(name string, root *yaml.Node, f *File) Problems {
 	var ps Problems
-	at := func(key string) int { return lineOf(root, strings.Split(key, ".")) }
+	// base is the path to the keys checked (base_branches, a branch name
+	// that may hold dots): key is one key under it, or a dotted path.
+	var base []string
 	bad := func(key, format string, args ...any) {
-		ps = append(ps, Problem{File: name, Line: at(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+		path := append(append([]string{}, base...), strings.Split(key, ".")...)
+		line, col := lineOf(root, path)
+		ps = append(ps, Problem{File: name, Line: line, Column: col, Key: clip(strings.Join(path, ".")), Msg: clipMessage(fmt.Sprintf(format, args...))})
 	}
 	for _, l := range append(append(append([]string{}, f.TriggerLabels...), f.BlockingLabels...), f.PriorityLabels...) {
 		if strings.TrimSpace(l) == "" {
-			bad(keyOfLabel(f, l), "a label name is empty")
+			bad(keyOfLabel(*f, l), "a label name is empty")
 		}
 	}
-	if f.BlockingTitle != nil {
-		if _, err := regexp.Compile(*f.BlockingTitle); err != nil {
-			bad("blocking_title", "blocking_title %q is not a regular expression: %v", *f.BlockingTitle, err)
+	if f.BlockingTitle != nil && *f.BlockingTitle != "" {
+		if problem := checkPattern(*f.BlockingTitle); problem != "" {
+			bad("blocking_title", "%s", problem)
+		} else if re, err := regexp.Compile(*f.BlockingTitle); err != nil {
+			bad("blocking_title", "blocking_title %q is not a regular expression: %v", clip(*f.BlockingTitle), err)
+		} else {
+			f.titleRE = re
 		}
 	}
 	for _, b := range f.Branches {
 		if _, err := path.Match(b, ""); err != nil || b == "" {
-			bad("branches", "branches: %q is not a branch name or pattern (such as release-*)", b)
+			bad("branches", "branches: %q is not a branch name or pattern (such as release-*)", clip(b))
 		}
 	}
+	// prefix names base's keys in messages: "" or "base_branches.<name>.".
 	checkBranch := func(prefix string, b Branch) {
 		if b.MergeMethod != nil {
 			if err := forge.CheckMergeMethod(*b.MergeMethod); err != nil {
-				bad(prefix+"merge_method", "%smerge_method %q: want merge, squash or rebase", prefix, *b.MergeMethod)
+				bad("merge_method", "%smerge_method %q: want merge, squash or rebase", prefix, clip(*b.MergeMethod))
 			}
 		}
 		switch {
 		case b.UpdateMethod == nil || *b.UpdateMethod == UpdateMerge || *b.UpdateMethod == UpdateRebase:
 		default:
-			bad(prefix+"update_method", "%supdate_method %q: want merge or rebase", prefix, *b.UpdateMethod)
+			bad("update_method", "%supdate_method %q: want merge or rebase", prefix, clip(*b.UpdateMethod))
 		}
 		switch {
 		case b.Mode == nil || *b.Mode == rules.ModeSerial || *b.Mode == rules.ModeTrain:
 		default:
-			bad(prefix+"mode", "%smode %q: want serial or train", prefix, *b.Mode)
+			bad("mode", "%smode %q: want serial or train", prefix, clip(*b.Mode))
 		}
 		switch {
 		case b.Landing == nil || *b.Landing == rules.LandFastForward || *b.Landing == rules.LandReplay:
 		default:
-			bad(prefix+"landing", "%slanding %q: want fast-forward or replay", prefix, *b.Landing)
+			bad("landing", "%slanding %q: want fast-forward or replay", prefix, clip(*b.Landing))
 		}
 		for _, r := range []struct {
 			key      string
@@ -420,12 +569,12 @@ func check(name string, root *yaml.Node, f File) Problems {
 			min, max int
 		}{{"batch_size", b.BatchSize, 1, MaxBatchSize}, {"parallel", b.Parallel, 1, MaxParallel}, {"retries", b.Retries, 0, MaxRetries}} {
 			if r.v != nil && (*r.v < r.min || *r.v > r.max) {
-				bad(prefix+r.key, "%s%s %d: want %d to %d", prefix, r.key, *r.v, r.min, r.max)
+				bad(r.key, "%s%s %d: want %d to %d", prefix, r.key, *r.v, r.min, r.max)
 			}
 		}
 		if b.CheckTimeout != nil {
 			if _, err := ParseTimeout(*b.CheckTimeout); err != nil {
-				bad(prefix+"check_timeout", "%scheck_timeout %q: %v", prefix, *b.CheckTimeout, err)
+				bad("check_timeout", "%scheck_timeout %q: %v", prefix, clip(*b.CheckTimeout), err)
 			}
 		}
 		if mc := b.MergeCommit; mc != nil {
@@ -434,7 +583,7 @@ func check(name string, root *yaml.Node, f File) Problems {
 					continue
 				}
 				if err := CheckTemplate(*tpl); err != nil {
-					bad(prefix+"merge_commit."+field, "%smerge_commit.%s: %v", prefix, field, err)
+					bad("merge_commit."+field, "%smerge_commit.%s: %v", prefix, field, err)
 				}
 			}
 		}
@@ -446,9 +595,30 @@ func check(name string, root *yaml.Node, f File) Problems {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		checkBranch("base_branches."+n+".", f.BaseBranches[n])
+		base = []string{"base_branches", n}
+		checkBranch("base_branches."+clip(n)+".", f.BaseBranches[n])
 	}
 	return ps
+}
+
+// checkPattern bounds what a blocking_title costs: its length, and the
+// size of the program it compiles to (repetitions multiply it: 1 KiB of
+// \pL{1,999} is 200,000 steps, 16 ms to match one title), which is what
+// matching each title costs. "" when within bounds or not a pattern at
+// all (regexp.Compile says why).
+func checkPattern(p string) string {
+	if len(p) > MaxPattern {
+		return fmt.Sprintf("blocking_title is %d bytes long: at most %d (a pattern of a title is a few words)", len(p), MaxPattern)
+	}
+	re, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err == nil && len(prog.Inst) > MaxPatternSteps {
+		return fmt.Sprintf("blocking_title compiles to %d steps: at most %d (repetitions such as {1,999} multiply a pattern)", len(prog.Inst), MaxPatternSteps)
+	}
+	return ""
 }
 
 func keyOfLabel(f File, l string) string {
@@ -465,15 +635,15 @@ func keyOfLabel(f File, l string) string {
 	return "priority_labels"
 }
 
-// lineOf finds the line of the value at path in a mapping (the key's line
-// when the value has none); 0 when not found.
-func lineOf(n *yaml.Node, path []string) int {
+// lineOf finds the line and column of the value at path in a mapping;
+// 0, 0 when not found.
+func lineOf(n *yaml.Node, path []string) (line, column int) {
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
 	for len(path) > 0 {
 		if n.Kind != yaml.MappingNode {
-			return n.Line
+			return n.Line, n.Column
 		}
 		found := false
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -483,10 +653,10 @@ func lineOf(n *yaml.Node, path []string) int {
 			}
 		}
 		if !found {
-			return 0
+			return 0, 0
 		}
 	}
-	return n.Line
+	return n.Line, n.Column
 }
 
 // Bounds of a train's settings: a group merges at most MaxBatchSize pull

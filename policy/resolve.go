@@ -154,8 +154,15 @@ func (e Effective) For(base string) rules.Policy {
 		}
 	}
 	p.BlockingLabels = c.BlockingLabels
-	if c.BlockingTitle != nil && *c.BlockingTitle != "" {
-		p.BlockingTitle = regexp.MustCompile(*c.BlockingTitle) // checked by Parse
+	switch {
+	case c.titleRE != nil:
+		p.BlockingTitle = c.titleRE // compiled once, by Parse
+	case c.BlockingTitle != nil && *c.BlockingTitle != "":
+		// A File not from Parse (a test's): compiled here, bounded as
+		// Parse bounds it.
+		if len(*c.BlockingTitle) <= MaxPattern {
+			p.BlockingTitle, _ = regexp.Compile(*c.BlockingTitle)
+		}
 	}
 	if c.DeleteBranchAfterMerge != nil {
 		p.DeleteBranch = *c.DeleteBranchAfterMerge

@@ -284,7 +284,11 @@ func withPolicy(t string, pol rules.Policy, problems policy.Problems) string {
 	}
 	if len(problems) > 0 {
 		p := problems[0]
-		t += fmt.Sprintf(" · %s:%d has a problem", p.File[strings.Index(p.File, ":")+1:], p.Line)
+		at := p.File[strings.Index(p.File, ":")+1:]
+		if p.Line > 0 {
+			at += fmt.Sprintf(":%d", p.Line)
+		}
+		t += " · " + at + " has a problem"
 	}
 	return t
 }
@@ -303,12 +307,13 @@ func problemsText(e policy.Effective) string {
 		b.WriteString("the last good policy (" + e.File + " at " + forge.ShortSHA(e.SHA) + ")")
 	}
 	b.WriteString(" until it is fixed:\n")
-	for i, p := range e.Problems {
-		if i == maxProblemsShown {
-			fmt.Fprintf(&b, "\n- and %d more: `mergegate validate` lists them all", len(e.Problems)-i)
-			break
-		}
+	listed := e.Problems.Listed()
+	shown := min(len(listed), maxProblemsShown)
+	for _, p := range listed[:shown] {
 		b.WriteString("\n- `" + p.String() + "`")
+	}
+	if more := e.Problems.Total() - shown; more > 0 {
+		fmt.Fprintf(&b, "\n- and %d more", more)
 	}
 	return b.String()
 }

@@ -3,7 +3,9 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -108,17 +110,23 @@ func (p *Policies) loadAllFreezes(ctx context.Context) error {
 	return nil
 }
 
-// fromStored parses a stored policy again (it was good when stored).
+// fromStored parses a stored policy again. It was good when stored, but
+// a version of mergegate with tighter bounds may refuse it (a
+// blocking_title over 1 KiB): then it is not in force, its problems are
+// shown at once, and its sha is forgotten so that the next read of the
+// file parses it and logs them, as for any bad file.
 func (p *Policies) fromStored(sp leasedo.StoredPolicy) policy.Effective {
 	e := policy.Effective{Source: sp.Source, File: sp.File, SHA: sp.SHA, BadSHA: sp.BadSHA, Defaults: p.defaults}
+	if sp.Problems != "" {
+		_ = json.Unmarshal([]byte(sp.Problems), &e.Problems)
+	}
 	if sp.Content != "" {
 		f, ps := policy.Parse(sp.File, []byte(sp.Content))
 		if len(ps) == 0 {
 			e.Config = f
+		} else if len(e.Problems) == 0 {
+			e.SHA, e.Problems = "", ps
 		}
-	}
-	if sp.Problems != "" {
-		_ = json.Unmarshal([]byte(sp.Problems), &e.Problems)
 	}
 	return e
 }
@@ -182,15 +190,22 @@ func (p *Policies) Refresh(ctx context.Context, k leasedo.Key, force bool) (poli
 		source = policy.SourceRepo
 	)
 	ownFile := cur.Source == policy.SourceRepo || (cur.BadSHA != "" && strings.HasPrefix(cur.Problems[0].File, k.Repo+":"))
+	// tooLarge: the file is there, too large to read (forge's
+	// ErrFileTooLarge): a problem of the file like any other.
+	var tooLarge error
 	if !force && known && !ownFile && now.Sub(was.readAt) < absentRecheck {
 		// No file of its own an hour ago: only the organisation's may
 		// have changed.
-	} else if f, found, err = p.gh.RepoFile(ctx, k.Tenant, k.Repo, policy.Path); err != nil {
+	} else if f, found, err = p.gh.RepoFile(ctx, k.Tenant, k.Repo, policy.Path); errors.Is(err, forge.ErrFileTooLarge) && f.SHA != "" {
+		tooLarge = err
+	} else if err != nil {
 		return cur, err
 	}
 	if !found && !strings.HasSuffix(k.Repo, "/.github") {
 		source = policy.SourceOrg
-		if f, found, err = p.orgFile(ctx, k, force, now); err != nil {
+		if f, found, err = p.orgFile(ctx, k, force, now); errors.Is(err, forge.ErrFileTooLarge) && f.SHA != "" {
+			tooLarge = err
+		} else if err != nil {
 			return cur, err
 		}
 	}
@@ -213,7 +228,14 @@ func (p *Policies) Refresh(ctx context.Context, k leasedo.Key, force bool) (poli
 		case f.SHA == cur.BadSHA && len(cur.Problems) > 0:
 			// The same bad file: said already.
 		default:
-			file, problems := policy.Parse(name, f.Content)
+			var file policy.File
+			var problems policy.Problems
+			if tooLarge != nil {
+				problems = policy.Problems{{File: name, Msg: fmt.Sprintf("the file is %s bytes: mergegate reads a policy file of at most %s bytes (256 KiB); "+
+					"a policy is a few lines, make it smaller", thousands(f.Size), thousands(forge.MaxFileSize))}}
+			} else {
+				file, problems = policy.Parse(name, f.Content)
+			}
 			if len(problems) > 0 {
 				next.Problems, next.BadSHA = problems, f.SHA
 				log.Warn().Str("file", name).Str("sha", forge.ShortSHA(f.SHA)).Int("problems", len(problems)).
@@ -260,6 +282,15 @@ func (p *Policies) orgFile(ctx context.Context, k leasedo.Key, force bool, now t
 	p.orgs[key] = orgRead{f: f, found: found, at: now}
 	p.mu.Unlock()
 	return f, found, nil
+}
+
+// thousands writes n with a comma every three digits (1,048,586).
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func inForce(e policy.Effective) string {

@@ -140,7 +140,7 @@ func TestBadFileKeepsTheLastGoodPolicy(t *testing.T) {
 	for _, cr := range e.gh.CheckRuns() {
 		summary = cr.Summary
 	}
-	if !strings.Contains(summary, `octo/app:.github/mergegate.yml:2: unknown key "blocking_label" (did you mean "blocking_labels"?)`) ||
+	if !strings.Contains(summary, `octo/app:.github/mergegate.yml:2:1: unknown key "blocking_label" (did you mean "blocking_labels"?)`) ||
 		!strings.Contains(summary, "the last good policy") {
 		t.Errorf("check run summary = %q", summary)
 	}
@@ -281,5 +281,46 @@ func TestMergeCommitTemplates(t *testing.T) {
 	}
 	if m[0].Title != "Faster startup (#9)" || m[0].Message != "Caches the index.\n\nCo-authored-by: Bob <bob@example.com>\nCo-authored-by: Carol <carol@example.com>" {
 		t.Errorf("title %q, message %q", m[0].Title, m[0].Message)
+	}
+}
+
+// A file stored as good by an older mergegate that this one's bounds
+// refuse (a blocking_title over 1 KiB) is not in force after the restart:
+// its problems show at once, and the next read logs them.
+func TestStoredFileOverTheBounds(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, "octo/app", "main")
+	e.gh.SetFile("octo/app", policy.Path, "merge_method: squash\n")
+	e.pass("octo/app")
+	k := e.key("octo/app")
+	sp, ok, err := e.store.Policy(e.ctx, k)
+	if err != nil || !ok {
+		t.Fatalf("stored policy: %+v %v %v", sp, ok, err)
+	}
+	// What an older version stored: the file with a 2 KiB pattern, good then.
+	big := "merge_method: squash\nblocking_title: \"" + strings.Repeat("a", 2048) + "\"\n"
+	e.gh.SetFile("octo/app", policy.Path, big)
+	f, _, err := e.fc.RepoFile(e.ctx, tenant, "octo/app", policy.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Content, sp.SHA = big, f.SHA
+	if err := e.store.SavePolicy(e.ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	e.newReconciler() // a restart: policies loaded from the store
+	if err := e.r.syncer.Policies().Load(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	eff := e.r.syncer.Policies().Get(k)
+	if len(eff.Problems) != 1 || !strings.Contains(eff.Problems[0].Msg, "blocking_title is 2048 bytes long") || eff.Config.BlockingTitle != nil {
+		t.Fatalf("after the restart: %+v", eff)
+	}
+	e.pass("octo/app")
+	if n := strings.Count(e.logs.String(), "policy file has problems"); n != 1 {
+		t.Errorf("logged %d times, want once", n)
+	}
+	if eff := e.r.syncer.Policies().Get(k); len(eff.Problems) != 1 || eff.BadSHA != f.SHA {
+		t.Errorf("after the next read: %+v", eff)
 	}
 }

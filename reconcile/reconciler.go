@@ -126,6 +126,11 @@ func New(cfg Config) *Reconciler {
 		r.syncer = NewSyncer(SyncConfig{Store: cfg.Store, Forge: cfg.Forge, Clock: r.clock, Logger: cfg.Logger,
 			Policy: rules.Policy{Triggers: cfg.Options, CheckTimeout: DefaultCheckTimeout}})
 	}
+	if r.forge != nil {
+		// A sync that reads a changed policy makes the queue agree with
+		// GitHub's open pull requests under it, as this resync does.
+		r.syncer.agree = r.agree
+	}
 	return r
 }
 

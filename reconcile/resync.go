@@ -38,10 +38,6 @@ const (
 func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error) {
 	ctx = holding(ctx, r.store, l)
 	k := l.Key
-	items, err := r.store.Items(ctx, k)
-	if err != nil {
-		return nil, err
-	}
 	if err := r.rateFloor(k.Tenant); err != nil {
 		return nil, fmt.Errorf("%s: %w", k, err)
 	}
@@ -53,20 +49,7 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 		}
 		r.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("resync: could not read the repository's policy file; the policy in force stays")
 	}
-	prs, err := r.forge.ListOpenPRs(r.withRateFloor(ctx, k.Tenant), k.Tenant, k.Repo)
-	if err != nil {
-		return nil, err
-	}
-	open := make(map[int]forge.PR, len(prs))
-	for _, pr := range prs {
-		open[pr.Number] = pr
-	}
-	fixes, queued, err := r.syncQueued(ctx, l, items, open)
-	if err != nil {
-		return fixes, err
-	}
-	joined, err := r.joinMissing(ctx, l, prs, queued)
-	fixes = append(fixes, joined...)
+	fixes, err := r.agree(ctx, l)
 	if err != nil {
 		return fixes, err
 	}
@@ -92,6 +75,34 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 		err = nil
 	}
 	return fixes, err
+}
+
+// agree makes k's queue agree with GitHub's open pull requests under the
+// policy in force: closed and no longer eligible ones leave, moved heads
+// are gated again, eligible ones that are missing join. The cron's resync
+// runs it on every pass; the Syncer when the policy it reads changed (a
+// trigger label the new file adds, a repository first heard of through a
+// pull request's delivery translated under the defaults).
+func (r *Reconciler) agree(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error) {
+	k := l.Key
+	items, err := r.store.Items(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	prs, err := r.forge.ListOpenPRs(r.withRateFloor(ctx, k.Tenant), k.Tenant, k.Repo)
+	if err != nil {
+		return nil, err
+	}
+	open := make(map[int]forge.PR, len(prs))
+	for _, pr := range prs {
+		open[pr.Number] = pr
+	}
+	fixes, queued, err := r.syncQueued(ctx, l, items, open)
+	if err != nil {
+		return fixes, err
+	}
+	joined, err := r.joinMissing(ctx, l, prs, queued)
+	return append(fixes, joined...), err
 }
 
 type cronPassKey struct{}

@@ -57,6 +57,10 @@ type SyncConfig struct {
 	// DashboardURL, when set, is where people reach mergegate's
 	// dashboard: each check run links its repository's page there.
 	DashboardURL string
+	// OnDeadline, when set, is told after each Sync of k the nearest
+	// check_timeout deadline ahead in its queues (zero: none), for the
+	// engine to sync k again then (deadline.go).
+	OnDeadline func(k leasedo.Key, at time.Time)
 }
 
 // Syncer runs the sync of one repository: the level-triggered pass that
@@ -73,6 +77,9 @@ type Syncer struct {
 
 	policies *Policies
 	logins   map[string]cached[string] // "app": the App's own login (isApp), under mu; made at first use
+	// agree makes a queue agree with GitHub's open pull requests under
+	// the policy in force (the Reconciler's, set by New; nil: none).
+	agree func(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error)
 
 	mu      sync.Mutex
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
@@ -154,17 +161,25 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.policies.Ensure(ctx, k, marks); err != nil {
+	before := s.policies.Get(k)
+	if now, err := s.policies.Ensure(ctx, k, marks); err != nil {
 		if _, limited := forge.IsRateLimited(err); limited || ctx.Err() != nil {
 			return 0, err
 		}
 		// The policy in force (or the defaults) runs the queue meanwhile.
 		s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("could not read the repository's policy file; the policy in force stays")
+	} else if policyChanged(before, now) {
+		if err := s.underNewPolicy(ctx, l, now); err != nil {
+			return 0, err
+		}
 	}
 	if marks.Commands {
 		if err := s.runCommands(ctx, l); err != nil {
 			return 0, err
 		}
+	}
+	if err := s.readOverdue(ctx, l); err != nil {
+		return 0, err
 	}
 	var retry time.Duration
 	handled := map[int]bool{} // waiting for a retry: not again in this sync
@@ -194,6 +209,9 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 	if err != nil {
 		return retry, err
 	}
+	if err := s.reportDeadline(ctx, k); err != nil {
+		return retry, err
+	}
 	if s.cfg.Observer != nil {
 		items, err := s.store.Items(ctx, k)
 		if err == nil {
@@ -201,6 +219,38 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 		}
 	}
 	return retry, nil
+}
+
+// policyChanged: the policy in force is another file, or another version
+// of it (a file with problems changes nothing: the last good one stays).
+func policyChanged(before, now policy.Effective) bool {
+	return before.Source != now.Source || before.File != now.File || before.SHA != now.SHA
+}
+
+// underNewPolicy runs k's queue under the policy just read, at once: what
+// it may let move (a thaw, a blocking label or title no longer listed, a
+// method now allowed) and what it changes about who is eligible (trigger
+// labels, branches, auto-merge) is not left for the cron. The queue is
+// made to agree with the open pull requests under it, and every entry
+// that waits is read again, as the cron's pass does.
+func (s *Syncer) underNewPolicy(ctx context.Context, l *leasedo.Lease, e policy.Effective) error {
+	k := l.Key
+	log := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Logger()
+	if s.agree != nil {
+		fixes, err := s.agree(ctx, l)
+		for _, f := range fixes {
+			log.Info().Int("pr", f.PRNumber).Str("sha", f.PRSha).Str("fix", f.Fix).Func(strIf("detail", f.Detail)).Msg("queue changed under the new policy")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	n, err := s.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("policy", inForce(e)).Int("read_again", n).Msg("policy changed: the queue is read again under it")
+	return nil
 }
 
 // step takes one action on the queue: the head of each base branch's queue

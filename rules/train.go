@@ -220,8 +220,9 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		case leasedo.GroupTesting:
 			gate := gateAt(f, i)
 			failed, why := gate.Result == forge.GateFailure, gate.Reason
-			// A timeout is seen at the next event or the cron's pass, as
-			// a serial head's is.
+			// A timeout is seen when the engine's timer for the
+			// deadline runs the sync (reconcile/deadline.go), as a
+			// serial head's is.
 			if !failed && gate.Result != forge.GateSuccess && p.CheckTimeout > 0 && g.BuiltAt > 0 &&
 				!f.Now.Before(time.UnixMilli(g.BuiltAt).Add(p.CheckTimeout)) {
 				failed, why = true, fmt.Sprintf("its checks did not finish within %s", duration(p.CheckTimeout))

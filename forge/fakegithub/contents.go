@@ -30,6 +30,19 @@ func (s *Server) SetFile(fullName, path, content string) {
 	rp.syncRootFiles()
 }
 
+// DeclareFileSize makes the contents API's answer for path say size
+// whatever the file holds: a client must count the bytes it receives, not
+// trust the size it is told (a proxy or a GitHub that misreports it).
+func (s *Server) DeclareFileSize(fullName, path string, size int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.mustRepo(fullName)
+	if rp.declaredSize == nil {
+		rp.declaredSize = map[string]int{}
+	}
+	rp.declaredSize[strings.Trim(path, "/")] = size
+}
+
 // syncRootFiles gives the root commit the default branch's files while
 // the branch is still at it (SetFile and RemoveFile before anything else
 // happened): the git model's first commit holds the repository's files.
@@ -138,6 +151,9 @@ func (s *Server) contentJSON(rp *repo, path, content string, withContent bool) o
 	}
 	if withContent {
 		o["encoding"], o["content"] = "base64", base64Lines(content)
+	}
+	if n, ok := rp.declaredSize[path]; ok {
+		o["size"] = n
 	}
 	return o
 }

@@ -107,6 +107,7 @@ type repo struct {
 	suiteIDs      map[string]int64  // "sha app" -> suite id
 	suiteAt       map[int64]time.Time
 	files         map[string]string     // path -> content, on the default branch
+	declaredSize  map[string]int        // path -> the size the contents API says (DeclareFileSize)
 	roles         map[string]customRole // login (lower case) -> role
 	comments      map[int64]int         // comment id -> PR number (AddComment)
 	reactions     map[reactionKey]reactionRec
