@@ -75,6 +75,7 @@ type Syncer struct {
 	methods map[string]cached[forge.MergeMethods] // tenant:repo
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
 	perms   map[string]cached[forge.Permission]   // tenant:repo@user
+	told    map[string]time.Time                  // tenant@user: last replied to (commands.go)
 }
 
 type cached[T any] struct {
