@@ -504,7 +504,7 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			return true, 0, err
 		}
 		if pol.DeleteBranch {
-			s.deleteBranch(ctx, k, f.PR)
+			s.deleteBranch(ctx, k, f.PR, it.PRSha)
 		}
 		return true, 0, nil
 	}
