@@ -301,7 +301,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 // set-up page while the App has no credentials.
 func (a *App) PublicHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", healthz(a.Store))
+	mux.HandleFunc("GET /healthz", publicHealthz(a.Store)) // the reason is on the admin listener
 	if a.cfg.RecordDir != "" && a.rec == nil {
 		var err error
 		if a.rec, err = NewRecorder(a.cfg.RecordDir); err != nil {

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/leasedo"
 )
 
 // setting is one flag with its environment variable (README, Configuration).
@@ -184,6 +185,9 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 			}
 		}
 		out[s.name] = v
+		if leasedo.IsPostgresURL(v) {
+			rememberDSN(v)
+		}
 	}
 	return out, nil
 }
