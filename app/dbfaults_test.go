@@ -178,7 +178,7 @@ func TestPostgresHealthzSaysWhenTheDatabaseCannotBeWritten(t *testing.T) {
 	h, p := pgProxied(t)
 	health := func() (int, string) {
 		t.Helper()
-		h.clock.Advance(3 * 1e9) // past the kept outcome of the last probe
+		h.clock.Advance(3 * 1e9)              // past the kept outcome of the last probe
 		return getBody(t, h.admin+"/healthz") // the reason is on the admin listener
 	}
 	if code, body := health(); code != http.StatusOK {
