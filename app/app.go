@@ -152,6 +152,7 @@ type App struct {
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
 	closeOnce         sync.Once
+	unlock            func() // gives back the SQLite file's lock (dblock.go)
 
 	// policies are the repositories' own policies (wire builds them; the
 	// set-up flow's wire replaces them).
@@ -187,8 +188,14 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		cfg.Replica = DefaultReplica()
 	}
 	a := &App{cfg: cfg, log: log, Metrics: NewMetrics()}
+	unlock, err := lockDB(cfg.DB, cfg.Replica)
+	if err != nil {
+		return nil, err
+	}
+	a.unlock = unlock
 	db, err := leasedo.Open(ctx, cfg.DB, leasedo.Options{Sync: cfg.Sync, OnConvert: LogConversion(log, cfg.DB)})
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	a.DB = db
@@ -470,5 +477,6 @@ func (a *App) closeStore() {
 		if err := a.DB.Close(); err != nil {
 			a.log.Error().Err(err).Msg("close database")
 		}
+		a.unlock()
 	})
 }
