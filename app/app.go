@@ -89,8 +89,14 @@ func (t listenerTimeouts) or(def listenerTimeouts) listenerTimeouts {
 	return t
 }
 
+// maxHeaderBytes bounds a request's headers on both listeners (Go's
+// default is 1 MiB): GitHub's delivery headers are about 1 KiB. Over it,
+// 431 before anything is read.
+const maxHeaderBytes = 32 << 10
+
 func (t listenerTimeouts) server(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle,
+		MaxHeaderBytes: maxHeaderBytes}
 }
 
 // MinAdminToken is the shortest admin token accepted on an admin listener

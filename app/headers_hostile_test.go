@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/webhook"
 )
 
 // Issue 30, hole 3: a signed delivery whose X-GitHub-Event is not UTF-8
@@ -75,5 +77,23 @@ func TestDeliveryMetricLabelIsBounded(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "other,push" {
 		t.Errorf("event labels = %v, want other,push", got)
+	}
+}
+
+// Headers are short: 64 KiB of them (Go's default allowed 1 MiB) are
+// answered 431 before anything is read.
+func TestLongHeadersAreRefused(t *testing.T) {
+	h := newHarness(t)
+	body := h.prPayload("labeled", 1, "a1", "automerge")
+	req, _ := http.NewRequest(http.MethodPost, h.pub+"/webhook", strings.NewReader(string(body)))
+	webhook.SignDelivery(req.Header, testSecret, "pull_request", "long-headers", body)
+	req.Header.Set("X-GitHub-Hook-Installation-Target-Type", strings.Repeat("x", 64<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("64 KiB of headers answered %d, want 431", resp.StatusCode)
 	}
 }
