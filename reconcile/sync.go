@@ -69,13 +69,13 @@ type Syncer struct {
 	clock leasedo.Clock
 
 	policies *Policies
+	told     map[string]time.Time // tenant@user: last replied to, under mu (commands.go)
 
 	mu      sync.Mutex
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
 	methods map[string]cached[forge.MergeMethods] // tenant:repo
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
 	perms   map[string]cached[forge.Permission]   // tenant:repo@user
-	told    map[string]time.Time                  // tenant@user: last replied to (commands.go)
 }
 
 type cached[T any] struct {

@@ -14,7 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mergegate/mergegate/app"
-	"github.com/mergegate/mergegate/leasedo"
 )
 
 // setting is one flag with its environment variable (README, Configuration).
@@ -185,9 +184,7 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 			}
 		}
 		out[s.name] = v
-		if leasedo.IsPostgresURL(v) {
-			rememberDSN(v)
-		}
+		rememberDSN(v) // a PostgreSQL connection string's password never printed (redact.go)
 	}
 	return out, nil
 }

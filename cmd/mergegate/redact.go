@@ -18,7 +18,12 @@ var (
 	dsns  []string
 )
 
-func rememberDSN(dsn string) {
+// rememberDSN notes value when it is a PostgreSQL connection string.
+func rememberDSN(value string) {
+	if !leasedo.IsPostgresURL(value) {
+		return
+	}
+	dsn := value
 	dsnMu.Lock()
 	defer dsnMu.Unlock()
 	dsns = append(dsns, dsn)
