@@ -1,11 +1,13 @@
 package app
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/leasedo"
 )
 
 // comment is GitHub's issue_comment example as a comment by user with
@@ -24,8 +26,9 @@ func (h *harness) comment(id int64, user, body string) []byte {
 // Issue 30, hole 1: 3 comments of ~65 KB of "@mergegate" lines and 150
 // one-line comments from a user who may not write made one reply per
 // command line (on 8d91ea6: thousands). Now each comment carries one
-// command, the user is told once, and every later comment within the hour
-// gets a reaction instead; an hour later they are told again.
+// command, the user is told once, the next 10 comments within the hour get
+// a reaction instead and the others nothing (a reaction is a write too):
+// 11 writes in all. An hour later they are told again.
 func TestHostileCommentsGetOneReply(t *testing.T) {
 	h := newHarness(t)
 	h.gh.AddPR(testRepo, fakegithub.PR{Number: 1, HeadSHA: "a1", BaseRef: testBase, Author: "octocat"})
@@ -50,8 +53,21 @@ func TestHostileCommentsGetOneReply(t *testing.T) {
 			confused++
 		}
 	}
-	if confused != 152 {
-		t.Errorf("%d confused reactions, want one on each of the 152 comments not replied to", confused)
+	if confused != 10 {
+		t.Errorf("%d confused reactions, want 10 (then nothing) for the 152 comments not replied to", confused)
+	}
+	audit, err := h.app.Store.Audit(context.Background(), testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, a := range audit {
+		if a.Action == leasedo.AuditCommand && strings.Contains(a.Reason, "refused: @stranger may not write") {
+			refused++
+		}
+	}
+	if refused != 153 {
+		t.Errorf("%d refusals in the audit log, want one per comment (153)", refused)
 	}
 	if len(h.queue()) != 0 {
 		t.Errorf("queue = %+v, want nothing queued", h.queue())

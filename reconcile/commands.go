@@ -20,10 +20,17 @@ const permissionTTL = 10 * time.Minute
 
 // toldTTL: a user replied to once is not replied to again for this long,
 // in any repository of the installation; a "confused" reaction on the
-// comment answers instead. Kept in memory (Syncer.told): a restart, or
-// each replica, may reply once more, which still bounds the replies to
-// one user at one an hour per process, and needs no schema change.
+// comment answers instead, toldReactions times at most, and then nothing
+// (a reaction is a write too: 150 comments by a stranger must not spend
+// 150 of the installation's writes). Kept in memory (Syncer.told): a
+// restart, or each replica, may reply once more, which still bounds the
+// writes for one user at 1 + toldReactions an hour per process, and needs
+// no schema change.
 const toldTTL = time.Hour
+
+// toldReactions bounds the reactions to one user's refused commands
+// within toldTTL of the reply.
+const toldReactions = 10
 
 // toldCap bounds Syncer.told: past it, entries older than toldTTL go.
 const toldCap = 10000
@@ -161,16 +168,21 @@ func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Com
 
 // refuse replies to a refused command and records it: one reply per
 // comment, and none to a user replied to within toldTTL, whose comment
-// gets a "confused" reaction instead.
+// gets a "confused" reaction instead (toldReactions at most, then
+// nothing).
 func (s *Syncer) refuse(ctx context.Context, l *leasedo.Lease, c leasedo.Command, reply, outcome string) error {
 	k := l.Key
-	if s.toldRecently(k.Tenant, c.Author) {
+	switch s.toldRecently(k.Tenant, c.Author) {
+	case toldReact:
 		if c.CommentID != 0 {
 			if err := s.gh.React(ctx, k.Tenant, k.Repo, c.CommentID, "confused"); err != nil && !forge.IsNotFound(err) {
 				return err
 			}
+			s.markReacted(k.Tenant, c.Author)
 		}
 		return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": "+outcome+" (not replied: told within the hour)")
+	case toldSilent:
+		return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": "+outcome+" (not answered: told within the hour, and reacted to enough)")
 	}
 	if err := s.gh.Comment(ctx, k.Tenant, k.Repo, c.PRNumber, reply); err != nil && !forge.IsNotFound(err) {
 		return err
@@ -179,14 +191,32 @@ func (s *Syncer) refuse(ctx context.Context, l *leasedo.Lease, c leasedo.Command
 	return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": "+outcome)
 }
 
-// toldRecently: user of tenant was replied to less than toldTTL ago.
-func (s *Syncer) toldRecently(tenant, user string) bool {
+// told is what Syncer.told keeps of a user replied to.
+type told struct {
+	at      time.Time // the reply
+	reacted int       // reactions since
+}
+
+// What a refused command of a user gets (toldRecently).
+const (
+	toldReply  = iota // a reply: not told within toldTTL
+	toldReact         // a reaction
+	toldSilent        // nothing more
+)
+
+// toldRecently says what a refused command of user of tenant gets now.
+func (s *Syncer) toldRecently(tenant, user string) int {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at, ok := s.told[tenant+"@"+strings.ToLower(user)]
-	age := now.Sub(at)
-	return ok && age >= 0 && age < toldTTL
+	t, ok := s.told[tenant+"@"+strings.ToLower(user)]
+	switch age := now.Sub(t.at); {
+	case !ok || age < 0 || age >= toldTTL:
+		return toldReply
+	case t.reacted < toldReactions:
+		return toldReact
+	}
+	return toldSilent
 }
 
 func (s *Syncer) markTold(tenant, user string) {
@@ -194,12 +224,22 @@ func (s *Syncer) markTold(tenant, user string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.told == nil {
-		s.told = map[string]time.Time{}
+		s.told = map[string]told{}
 	}
 	if len(s.told) >= toldCap {
-		maps.DeleteFunc(s.told, func(_ string, at time.Time) bool { return now.Sub(at) >= toldTTL || now.Before(at) })
+		maps.DeleteFunc(s.told, func(_ string, t told) bool { return now.Sub(t.at) >= toldTTL || now.Before(t.at) })
 	}
-	s.told[tenant+"@"+strings.ToLower(user)] = now
+	s.told[tenant+"@"+strings.ToLower(user)] = told{at: now}
+}
+
+func (s *Syncer) markReacted(tenant, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := tenant + "@" + strings.ToLower(user)
+	if t, ok := s.told[key]; ok {
+		t.reacted++
+		s.told[key] = t
+	}
 }
 
 // checkLabel: under label_requires_write, a trigger label added by someone

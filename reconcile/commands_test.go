@@ -212,3 +212,21 @@ func TestLabelRequiresWriteOnResync(t *testing.T) {
 		t.Errorf("queue = %v, want only #2 (labelled by a writer)", got)
 	}
 }
+
+// After toldReactions reactions within the hour, a user's refused commands
+// get nothing more (each is still in the audit log).
+func TestCommandRefusalsStopReacting(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, "octo/app", "main")
+	e.gh.AddPR("octo/app", fakegithub.PR{Number: 1})
+	for range toldReactions + 5 {
+		e.command("octo/app", 1, "tri", "queue", "")
+	}
+	e.sync("octo/app")
+	if c := e.gh.Comments(); len(c) != 1 {
+		t.Errorf("replies = %+v, want 1", c)
+	}
+	if r := e.reactions(); len(r) != toldReactions {
+		t.Errorf("%d reactions, want %d, then nothing", len(r), toldReactions)
+	}
+}

@@ -69,7 +69,7 @@ type Syncer struct {
 	clock leasedo.Clock
 
 	policies *Policies
-	told     map[string]time.Time // tenant@user: last replied to, under mu (commands.go)
+	told     map[string]told // tenant@user: last replied to, under mu (commands.go)
 
 	mu      sync.Mutex
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
