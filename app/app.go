@@ -98,8 +98,14 @@ func (t listenerTimeouts) or(def listenerTimeouts) listenerTimeouts {
 	return t
 }
 
+// maxHeaderBytes bounds a request's headers on both listeners (Go's
+// default is 1 MiB): GitHub's delivery headers are about 1 KiB. Over it,
+// 431 before anything is read.
+const maxHeaderBytes = 32 << 10
+
 func (t listenerTimeouts) server(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle,
+		MaxHeaderBytes: maxHeaderBytes}
 }
 
 // MinAdminToken is the shortest admin token accepted on an admin listener
@@ -166,6 +172,7 @@ type App struct {
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
 	closeOnce         sync.Once
+	unlock            func() // gives back the SQLite file's lock (dblock.go)
 
 	// policies are the repositories' own policies (wire builds them; the
 	// set-up flow's wire replaces them).
@@ -201,8 +208,14 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		cfg.Replica = DefaultReplica()
 	}
 	a := &App{cfg: cfg, log: log, Metrics: NewMetrics()}
+	unlock, err := lockDB(cfg.DB, cfg.Replica)
+	if err != nil {
+		return nil, err
+	}
+	a.unlock = unlock
 	db, err := leasedo.Open(ctx, cfg.DB, leasedo.Options{Sync: cfg.Sync, OnConvert: LogConversion(log, cfg.DB)})
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	a.DB = db
@@ -319,7 +332,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 // set-up page while the App has no credentials.
 func (a *App) PublicHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", healthz(a.Store))
+	mux.HandleFunc("GET /healthz", publicHealthz(a.Store)) // the reason is on the admin listener
 	if a.cfg.RecordDir != "" && a.rec == nil {
 		var err error
 		if a.rec, err = NewRecorder(a.cfg.RecordDir); err != nil {
@@ -488,5 +501,6 @@ func (a *App) closeStore() {
 		if err := a.DB.Close(); err != nil {
 			a.log.Error().Err(err).Msg("close database")
 		}
+		a.unlock()
 	})
 }

@@ -28,6 +28,7 @@ type cluster struct {
 
 	stopc, done chan struct{}
 	stopOnce    sync.Once
+	started     time.Time // wall clock
 	beats       int
 	schema      string // the newer schema versions last logged
 }
@@ -36,22 +37,71 @@ type cluster struct {
 // schema's version (a minute).
 const clusterSchemaEvery = 6
 
-// startCluster registers this replica (one heartbeat before the engine
-// sends its first request, so that the share holds from then on), logs a
-// newer schema, and keeps both up to date until stop.
+// startCluster registers this replica, logs a newer schema, and keeps
+// both up to date until stop. It returns, and the engine sends its first
+// request, once the replicas already alive have counted this one (each
+// has heartbeated since it registered) and it has counted them: until
+// then they share the whole bound among themselves, and a replica that
+// started with them would take its share on top (issue 30: 5 in flight
+// for a bound of 4 in the first seconds). It waits at most joinWait.
 func (a *App) startCluster() *cluster {
-	c := &cluster{a: a, name: a.cfg.Replica, stopc: make(chan struct{}), done: make(chan struct{})}
+	c := &cluster{a: a, name: a.cfg.Replica, stopc: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	c.beat(ctx)
 	c.checkSchema(ctx)
 	cancel()
+	c.awaitCounted()
 	go c.loop()
 	return c
 }
 
+// joinWait bounds startCluster's wait for the others to count this
+// replica: their next heartbeat, and then some. A replica not seen for
+// ReplicaLive is dead and not waited for.
+const joinWait = leasedo.ReplicaBeat + 2*time.Second
+
+// joinBeat is the heartbeat's period in a replica's first ReplicaLive:
+// replicas started together count each other within it.
+const joinBeat = time.Second
+
+// awaitCounted waits until no live replica is behind this one (see
+// startCluster), then counts the replicas again.
+func (c *cluster) awaitCounted() {
+	deadline := time.Now().Add(joinWait)
+	waited := false
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), leasedo.ReplicaBeat)
+		behind, err := c.a.Store.ReplicasBehind(ctx, c.name)
+		cancel()
+		if err != nil {
+			c.a.log.Warn().Err(err).Str("replica", c.name).Msg("could not tell whether the other replicas counted this one; starting anyway")
+			break
+		}
+		if behind == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.a.log.Warn().Str("replica", c.name).Int("replicas_behind", behind).
+				Msg("other replicas did not heartbeat within 12 s of this one's start; starting anyway (their share of GitHub's request bound may be stale until they do)")
+			break
+		}
+		if !waited {
+			c.a.log.Info().Str("replica", c.name).Int("replicas_behind", behind).
+				Msg("waiting for the replicas already running to count this one before its first GitHub request (at most their next heartbeat)")
+		}
+		waited = true
+		time.Sleep(100 * time.Millisecond)
+	}
+	if waited {
+		ctx, cancel := context.WithTimeout(context.Background(), leasedo.ReplicaBeat)
+		c.beat(ctx)
+		cancel()
+	}
+}
+
 func (c *cluster) loop() {
 	defer close(c.done)
-	t := time.NewTicker(leasedo.ReplicaBeat)
+	t := time.NewTimer(c.period())
 	defer t.Stop()
 	for {
 		select {
@@ -59,6 +109,7 @@ func (c *cluster) loop() {
 			return
 		case <-t.C:
 		}
+		t.Reset(c.period())
 		ctx, cancel := context.WithTimeout(context.Background(), leasedo.ReplicaBeat)
 		c.beat(ctx)
 		if c.beats++; c.beats%clusterSchemaEvery == 0 {
@@ -66,6 +117,15 @@ func (c *cluster) loop() {
 		}
 		cancel()
 	}
+}
+
+// period is the time to the next heartbeat: joinBeat in the replica's
+// first ReplicaLive, then ReplicaBeat.
+func (c *cluster) period() time.Duration {
+	if time.Since(c.started) < leasedo.ReplicaLive {
+		return joinBeat
+	}
+	return leasedo.ReplicaBeat
 }
 
 // beat records this replica alive, counts the live ones and gives the

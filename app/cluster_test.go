@@ -95,3 +95,22 @@ func TestOlderReplicaWarnsOfCompatibleSchema(t *testing.T) {
 		t.Fatalf("queue on the newer schema = %+v, want #7", q)
 	}
 }
+
+// Issue 30, hole 7: replicas started together went over the bound in the
+// first seconds (5 in flight for 4): the first counted itself alone and
+// kept the whole bound until its next heartbeat, 10 s later. A replica
+// starting beside others sends its first request only once they have
+// counted it (and it them): when the second's Start returns, both bound
+// themselves to half.
+func TestReplicasStartedTogetherShareFromTheFirstRequest(t *testing.T) {
+	dsn := pgtest.URL(t)
+	wall := func(name string) harnessOpt {
+		return func(c *Config) { c.DB, c.Replica, c.Clock = dsn, name, leasedo.SystemClock{} }
+	}
+	h1 := newHarness(t, wall("r1"))
+	h2 := newHarness(t, wall("r2"))
+	half := forge.DefaultInstallationConcurrency / 2
+	if got1, got2 := h1.app.Forge.InstallationLimit(), h2.app.Forge.InstallationLimit(); got1 != half || got2 != half {
+		t.Fatalf("bounds once r2 started = r1 %d, r2 %d; want %d each", got1, got2, half)
+	}
+}

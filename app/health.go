@@ -24,19 +24,33 @@ const minFreeBytes = 25 << 20
 // one every two seconds (leasedo.DB.ProbeWrite): a server down or
 // unreachable, a read-only standby after a failover, a commit that hangs
 // are each a 503.
+//
+// The public listener's /healthz says only "ok" or "unavailable" (the
+// reason names the database's user, host and port, its file, the disk):
+// the reason is on the admin listener's /healthz.
 type health struct {
 	store    *leasedo.Store
 	free     func(dir string) (bytes uint64, err error)
 	writable func(path string) error
+	public   bool // no reason in the answer
 }
 
 func healthz(s *leasedo.Store) http.HandlerFunc {
 	return (&health{store: s, free: freeBytes, writable: writable}).ServeHTTP
 }
 
+// publicHealthz is healthz without the reason.
+func publicHealthz(s *leasedo.Store) http.HandlerFunc {
+	return (&health{store: s, free: freeBytes, writable: writable, public: true}).ServeHTTP
+}
+
 func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if reason := h.problem(r); reason != "" {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": reason})
+		answer := map[string]string{"status": "unavailable", "error": reason}
+		if h.public {
+			answer = map[string]string{"status": "unavailable"}
+		}
+		writeJSON(w, http.StatusServiceUnavailable, answer)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

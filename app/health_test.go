@@ -43,6 +43,18 @@ func TestHealthProbesTheDatabasesFilesystem(t *testing.T) {
 		if w.Code != c.status || !strings.Contains(w.Body.String(), c.reason) {
 			t.Errorf("%s: %d %s, want %d with %q", c.name, w.Code, w.Body, c.status, c.reason)
 		}
+		// The public listener's answer: the status alone (issue 30, hole 8:
+		// it gave the database's user, host and port).
+		h.public = true
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		want := `{"status":"ok"}`
+		if c.status != 200 {
+			want = `{"status":"unavailable"}`
+		}
+		if w.Code != c.status || strings.Join(strings.Fields(w.Body.String()), "") != want {
+			t.Errorf("%s, public: %d %s, want %d %s", c.name, w.Code, w.Body, c.status, want)
+		}
 	}
 	// The real probes on this test's own folder.
 	w := httptest.NewRecorder()

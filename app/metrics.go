@@ -9,6 +9,7 @@ import (
 
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/reconcile"
+	"github.com/mergegate/mergegate/webhook"
 )
 
 // Metrics are mergegate's Prometheus series. A nil *Metrics records nothing.
@@ -74,7 +75,9 @@ func (m *Metrics) delivery(event, outcome string, received, now time.Time) {
 	if m == nil {
 		return
 	}
-	m.deliveries.WithLabelValues(event, outcome).Inc()
+	// The event is a label only when it is one mergegate subscribes to:
+	// a label never takes a request's text (a non-UTF-8 one panicked).
+	m.deliveries.WithLabelValues(webhook.EventLabel(event), outcome).Inc()
 	if outcome == "failed" {
 		m.failed.Add(1)
 	} else {

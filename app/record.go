@@ -36,7 +36,12 @@ type Recorder struct {
 
 // NewRecorder creates dir if needed and continues its numbering.
 func NewRecorder(dir string) (*Recorder, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	// Payloads are as private as the database: the folder 0700, each
+	// file 0600 (an existing folder is narrowed to 0700).
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("--record %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("--record %s: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -79,7 +84,7 @@ func (r *Recorder) Record(d leasedo.Delivery) error {
 	name := fmt.Sprintf("%06d-%s-%s.json", r.n, namePart(d.Event, maxEventPart), namePart(d.ID, maxIDPart))
 	r.mu.Unlock()
 	tmp := filepath.Join(r.dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o640); err != nil {
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("record %s: %w", d.ID, err)
 	}
 	if err := os.Rename(tmp, filepath.Join(r.dir, name)); err != nil {

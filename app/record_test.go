@@ -62,3 +62,41 @@ func TestRecordNamesUnusableIdsFromAHash(t *testing.T) {
 		t.Errorf("a GUID delivery is named %s", got)
 	}
 }
+
+// Issue 30, hole 8: recorded payloads are as private as the database:
+// the folder 0700 (made so, or narrowed), each file 0600 (were 0750/0640).
+func TestRecordIsPrivate(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "a", "rec")
+		if existing {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := NewRecorder(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Record(leasedo.Delivery{ID: "d1", Event: "push", Body: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		check := []string{dir}
+		if !existing {
+			check = append(check, filepath.Dir(dir)) // made by NewRecorder too
+		}
+		for _, p := range check {
+			if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o700 {
+				t.Errorf("existing %v: %s mode %v %v, want 0700", existing, p, st.Mode().Perm(), err)
+			}
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+		for _, f := range files {
+			if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o600 {
+				t.Errorf("%s mode %v %v, want 0600", f, st.Mode().Perm(), err)
+			}
+		}
+		if len(files) != 1 {
+			t.Errorf("files = %v", files)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/reconcile"
+	"github.com/mergegate/mergegate/webhook"
 )
 
 // The redelivery sweep. GitHub does not redeliver a webhook it could not
@@ -51,6 +52,10 @@ type RedeliverySummary struct {
 	Left      int  // candidates left for the next pass (budget)
 	GaveUp    int  // candidates asked for redeliverTries times already
 	Complete  bool // the listing reached the window's edge or the last pass's mark
+	// Elsewhere: on SQLite, GUIDs GitHub says were handed over since this
+	// process started that the database never stored: another mergegate
+	// answers the App's webhooks (logged at error, every pass).
+	Elsewhere int
 }
 
 // redeliverer runs the sweep for one GitHub client. Safe for concurrent
@@ -64,6 +69,8 @@ type redeliverer struct {
 	budget  int
 	window  time.Duration
 	by      string // the job's lease holder: "<replica>/redeliver"
+
+	started time.Time // when this process started (its clock)
 
 	mu   sync.Mutex
 	mark time.Time            // newest attempt seen by the last complete pass
@@ -89,6 +96,7 @@ func newRedeliverer(fc *forge.Client, store *leasedo.Store, cfg Config, log zero
 	return &redeliverer{
 		forge: fc, store: store, clock: cfg.Clock, log: log, metrics: m,
 		budget: cfg.RedeliverBudget, window: window, sent: map[string]guidTries{}, by: cfg.Replica + "/redeliver",
+		started: cfg.Clock.Now(),
 	}
 }
 
@@ -165,6 +173,9 @@ func (r *redeliverer) Sweep(ctx context.Context) (RedeliverySummary, error) {
 	sum.Failed = len(failed)
 	known, err := r.store.KnownDeliveries(ctx, ids)
 	if err != nil {
+		return sum, err
+	}
+	if err := r.answeredElsewhere(ctx, guids, &sum); err != nil {
 		return sum, err
 	}
 	var todo []*guidState
@@ -267,4 +278,40 @@ func (m *Metrics) redelivery(result string) {
 		return
 	}
 	m.redeliveries.WithLabelValues(result).Inc()
+}
+
+// answeredElsewhere: on SQLite, one process is the App's only receiver, so
+// every delivery GitHub handed over since this process started is in its
+// database. Those that are not were acknowledged by another mergegate
+// with a database of its own (several replicas each given a SQLite file):
+// two queues merge in the same repositories. Said loudly, each pass.
+func (r *redeliverer) answeredElsewhere(ctx context.Context, guids map[string]*guidState, sum *RedeliverySummary) error {
+	if r.store.DB().Postgres() {
+		return nil // shared by the replicas: any of them stored it
+	}
+	var ids []string
+	for _, g := range guids {
+		if g.ok && !g.first.Before(r.started) && webhook.Subscribed(g.latest.Event) && g.latest.Event != "ping" {
+			ids = append(ids, g.guid)
+		}
+	}
+	known, err := r.store.KnownDeliveries(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, id := range ids {
+		if !known[id] {
+			missing = append(missing, id)
+		}
+	}
+	sum.Elsewhere = len(missing)
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	r.log.Error().Int("deliveries", len(missing)).Str("delivery", missing[0]).Str("db", r.store.DB().Describe()).
+		Msg("another mergegate answers this App's webhooks: GitHub says it handed over deliveries since this process started that this SQLite database never stored. " +
+			"Two processes with databases of their own merge in the same repositories: stop the other one, or run every replica on one PostgreSQL database (docs/operations.md, \"Running several replicas\")")
+	return nil
 }

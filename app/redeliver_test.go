@@ -230,3 +230,37 @@ func TestDeliveriesLostWhileDownAreRedeliveredAndMerge(t *testing.T) {
 		t.Fatalf("audit = %+v, want the join from the redelivered label", audit)
 	}
 }
+
+// Issue 30, hole 7: several replicas each on their own SQLite file (the
+// unit's --db beat MERGEGATE_DB) ran with no error. A SQLite serve whose
+// App's deliveries GitHub says were handed over since it started, but
+// that its database never stored, says loudly that another mergegate
+// answers them.
+func TestSQLiteServeSaysAnotherReplicaAnswers(t *testing.T) {
+	h := newHarness(t)
+	r := h.sweeper(5) // as serve makes it, at start
+	h.clock.Advance(time.Minute)
+	now := h.clock.Now()
+	add := func(guid string, code int, ago time.Duration, event string) {
+		h.gh.AddDelivery(fakegithub.HookDelivery{
+			GUID: guid, Event: event, Action: "labeled", StatusCode: code, DeliveredAt: now.Add(-ago),
+			InstallationID: 1, RepositoryID: 1296269, Payload: h.prPayload("labeled", 1, shaA, "automerge"),
+		})
+	}
+	if code := h.sendID("pull_request", "here", h.prPayload("opened", 2, shaB)); code != http.StatusAccepted {
+		t.Fatalf("storing a delivery: %d", code)
+	}
+	add("here", 202, 0, "pull_request")              // this process stored it
+	add("before-start", 202, time.Hour, "push")      // before this process ran
+	add("a-ping", 200, 0, "ping")                    // never stored
+	add("elsewhere-1", 202, 10*time.Second, "push")  // another process took it
+	add("elsewhere-2", 202, 5*time.Second, "status") // and this one
+	sum := h.sweep(r)
+	if sum.Elsewhere != 2 {
+		t.Fatalf("sweep = %+v, want 2 deliveries answered elsewhere", sum)
+	}
+	if !strings.Contains(h.logBuf.String(), `"level":"error","deliveries":2,"delivery":"elsewhere-1"`) ||
+		!strings.Contains(h.logBuf.String(), "another mergegate answers this App's webhooks") {
+		t.Errorf("log lacks the warning:\n%s", h.logBuf.String())
+	}
+}

@@ -223,3 +223,24 @@ func readMessage(body io.ReadCloser, got func(string)) io.ReadCloser {
 // repoKey carries an operation's repository (owner/name) in its
 // requests' context, for the log line of a refusal.
 type repoKey struct{}
+
+// userAgentTransport gives a request that has no User-Agent the Client's:
+// ghinstallation's installation token requests (POST
+// /app/installations/{id}/access_tokens), which would otherwise say
+// "Go-http-client/1.1" and not name the replica.
+type userAgentTransport struct {
+	next http.RoundTripper
+	ua   string
+}
+
+func withUserAgent(next http.RoundTripper, ua string) http.RoundTripper {
+	return userAgentTransport{next: next, ua: ua}
+}
+
+func (t userAgentTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("User-Agent") == "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("User-Agent", t.ua)
+	}
+	return t.next.RoundTrip(req)
+}

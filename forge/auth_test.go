@@ -139,3 +139,30 @@ func TestRefusedAppKeyIsReported(t *testing.T) {
 		t.Fatalf("log:\n%s", logs)
 	}
 }
+
+// Issue 30, hole 7: installation token requests said "Go-http-client/1.1";
+// they carry the client's User-Agent (the replica's name) like every other
+// request.
+func TestTokenRequestsCarryTheUserAgent(t *testing.T) {
+	gh := fakegithub.New(t)
+	gh.AddRepo(tenant, repo, "main")
+	gh.AddPR(repo, fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	const ua = "mergegate/test (replica r-7)"
+	c := testkit.Forge(t, gh, forge.Config{UserAgent: ua})
+	if _, err := c.GetPR(t.Context(), tenant, repo, 1); err != nil {
+		t.Fatal(err)
+	}
+	var tokens int
+	for _, m := range gh.Mutations() {
+		if m.Route != fakegithub.RouteCreateToken {
+			continue
+		}
+		tokens++
+		if m.UserAgent != ua || m.Replica != "r-7" {
+			t.Errorf("token request's User-Agent = %q, want %q", m.UserAgent, ua)
+		}
+	}
+	if tokens != 1 {
+		t.Errorf("%d token requests, want 1", tokens)
+	}
+}

@@ -198,7 +198,7 @@ func (c *Client) installation(tenant string) (*installation, error) {
 	// mutates it while refreshing a token, so it must not be shared (and
 	// authTransport builds a new pair to drop a refused token).
 	fresh := func() http.RoundTripper {
-		atr := ghinstallation.NewAppsTransportFromPrivateKey(below, c.cfg.AppID, c.key)
+		atr := ghinstallation.NewAppsTransportFromPrivateKey(withUserAgent(below, c.cfg.UserAgent), c.cfg.AppID, c.key)
 		atr.BaseURL = baseNoSlash
 		itr := ghinstallation.NewFromAppsTransport(atr, id)
 		itr.BaseURL = baseNoSlash

@@ -20,6 +20,23 @@ import (
 // commands come in bursts from the same people.
 const permissionTTL = 10 * time.Minute
 
+// toldTTL: a user replied to once is not replied to again for this long,
+// in any repository of the installation; a "confused" reaction on the
+// comment answers instead, toldReactions times at most, and then nothing
+// (a reaction is a write too: 150 comments by a stranger must not spend
+// 150 of the installation's writes). Kept in memory (Syncer.told): a
+// restart, or each replica, may reply once more, which still bounds the
+// writes for one user at 1 + toldReactions an hour per process, and needs
+// no schema change.
+const toldTTL = time.Hour
+
+// toldReactions bounds the reactions to one user's refused commands
+// within toldTTL of the reply.
+const toldReactions = 10
+
+// toldCap bounds Syncer.told: past it, entries older than toldTTL go.
+const toldCap = 10000
+
 // runCommands carries out k's "@mergegate ..." commands, oldest first,
 // before the queue moves: only from users who may write to the
 // repository (GitHub's collaborator permission, kept permissionTTL).
@@ -27,16 +44,40 @@ const permissionTTL = 10 * time.Minute
 // recorded in the audit log. An error from GitHub leaves the command for
 // the next sync.
 func (s *Syncer) runCommands(ctx context.Context, l *leasedo.Lease) error {
+	seen := map[int64]bool{} // comments whose command ran in this pass
+	for {
+		n, err := s.runSomeCommands(ctx, l, seen)
+		if err != nil || n < commandBatch {
+			return err
+		}
+	}
+}
+
+// commandBatch is how many commands the store hands out at once
+// (leasedo's Commands).
+const commandBatch = 50
+
+// runSomeCommands carries out the next commandBatch commands at most and
+// says how many it read.
+func (s *Syncer) runSomeCommands(ctx context.Context, l *leasedo.Lease, seen map[int64]bool) (int, error) {
 	k := l.Key
 	cmds, err := s.store.Commands(ctx, k)
 	if err != nil || len(cmds) == 0 {
-		return err
+		return 0, err
 	}
 	for _, c := range cmds {
+		if c.CommentID != 0 && seen[c.CommentID] {
+			// Stored before mergegate read one command per comment.
+			if err := s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": ignored: a comment carries one command"); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		seen[c.CommentID] = true
 		err := s.runCommand(ctx, l, c)
 		if _, limited := forge.IsRateLimited(err); err == nil || limited || forge.IsTransient(err) || ctx.Err() != nil || errors.Is(err, leasedo.ErrLeaseLost) {
 			if err != nil {
-				return err // tried again at the next sync
+				return 0, err // tried again at the next sync
 			}
 			continue
 		}
@@ -45,10 +86,10 @@ func (s *Syncer) runCommands(ctx context.Context, l *leasedo.Lease) error {
 		s.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Int("pr", c.PRNumber).Str("command", c.Command).
 			Msg("command dropped: GitHub refused what it needs (operator: check the App's permissions)")
 		if err := s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": failed: "+err.Error()); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(cmds), nil
 }
 
 func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Command) error {
@@ -202,13 +243,80 @@ func (s *Syncer) headMoved(ctx context.Context, l *leasedo.Lease, c leasedo.Comm
 	return s.store.CommandDone(ctx, l, c, outcome)
 }
 
-// refuse replies to a refused command and records it.
+// refuse replies to a refused command and records it: one reply per
+// comment, and none to a user replied to within toldTTL, whose comment
+// gets a "confused" reaction instead (toldReactions at most, then
+// nothing).
 func (s *Syncer) refuse(ctx context.Context, l *leasedo.Lease, c leasedo.Command, reply, outcome string) error {
 	k := l.Key
+	switch s.toldRecently(k.Tenant, c.Author) {
+	case toldReact:
+		if c.CommentID != 0 {
+			if err := s.gh.React(ctx, k.Tenant, k.Repo, c.CommentID, "confused"); err != nil && !forge.IsNotFound(err) {
+				return err
+			}
+			s.markReacted(k.Tenant, c.Author)
+		}
+		return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": "+outcome+" (not replied: told within the hour)")
+	case toldSilent:
+		return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": "+outcome+" (not answered: told within the hour, and reacted to enough)")
+	}
 	if err := s.gh.Comment(ctx, k.Tenant, k.Repo, c.PRNumber, reply); err != nil && !forge.IsNotFound(err) {
 		return err
 	}
+	s.markTold(k.Tenant, c.Author)
 	return s.store.CommandDone(ctx, l, c, "@"+c.Author+": @mergegate "+c.Command+": "+outcome)
+}
+
+// told is what Syncer.told keeps of a user replied to.
+type told struct {
+	at      time.Time // the reply
+	reacted int       // reactions since
+}
+
+// What a refused command of a user gets (toldRecently).
+const (
+	toldReply  = iota // a reply: not told within toldTTL
+	toldReact         // a reaction
+	toldSilent        // nothing more
+)
+
+// toldRecently says what a refused command of user of tenant gets now.
+func (s *Syncer) toldRecently(tenant, user string) int {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.told[tenant+"@"+strings.ToLower(user)]
+	switch age := now.Sub(t.at); {
+	case !ok || age < 0 || age >= toldTTL:
+		return toldReply
+	case t.reacted < toldReactions:
+		return toldReact
+	}
+	return toldSilent
+}
+
+func (s *Syncer) markTold(tenant, user string) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.told == nil {
+		s.told = map[string]told{}
+	}
+	if len(s.told) >= toldCap {
+		maps.DeleteFunc(s.told, func(_ string, t told) bool { return now.Sub(t.at) >= toldTTL || now.Before(t.at) })
+	}
+	s.told[tenant+"@"+strings.ToLower(user)] = told{at: now}
+}
+
+func (s *Syncer) markReacted(tenant, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := tenant + "@" + strings.ToLower(user)
+	if t, ok := s.told[key]; ok {
+		t.reacted++
+		s.told[key] = t
+	}
 }
 
 // checkLabel: under label_requires_write, a trigger label added by someone

@@ -97,7 +97,8 @@ func TestCommands(t *testing.T) {
 }
 
 // Someone who may not write gets a short reply, and nothing happens; the
-// permission is read once for several commands.
+// permission is read once for several commands. A user is replied to
+// once an hour: their later refused commands get a "confused" reaction.
 func TestCommandRefusals(t *testing.T) {
 	e := newEnv(t)
 	e.gh.AddRepo(tenant, "octo/app", "main")
@@ -105,33 +106,62 @@ func TestCommandRefusals(t *testing.T) {
 	e.gh.AddPR("octo/app", fakegithub.PR{Number: 1})
 	e.gh.AddPR("octo/app", fakegithub.PR{Number: 2, Draft: true})
 	e.gh.SetRole("octo/app", "alice", "maintain")
+	e.gh.SetRole("octo/app", "bob", "write")
 	e.command("octo/app", 1, "tri", "queue", "")
 	e.command("octo/app", 1, "tri", "priority", "high")
 	e.command("octo/app", 2, "alice", "queue", "")
 	e.command("octo/app", 1, "alice", "invalid", "@mergegate merge now")
+	e.command("octo/app", 1, "bob", "invalid", "@mergegate merge now")
 	e.sync("octo/app")
 	if got := e.prs("octo/app"); len(got) != 0 {
 		t.Errorf("queue = %v, want nothing queued", got)
 	}
 	c := e.gh.Comments()
-	if len(c) != 4 {
+	if len(c) != 3 {
 		t.Fatalf("replies = %+v", c)
 	}
 	for i, want := range []string{
 		"@tri: only people who can write to this repository can give mergegate commands (your role here is triage).",
-		"@tri: only people who can write",
 		"@alice: mergegate cannot queue this pull request: pull request is a draft.",
-		"@alice: mergegate did not understand \"@mergegate merge now\"",
+		"@bob: mergegate did not understand \"@mergegate merge now\"",
 	} {
 		if !strings.HasPrefix(c[i].Body, want) {
 			t.Errorf("reply %d = %q, want %q...", i, c[i].Body, want)
 		}
 	}
-	if n := e.gh.CallCount(fakegithub.RouteGetPermission); n != 2 {
+	if n := e.gh.CallCount(fakegithub.RouteGetPermission); n != 3 {
 		t.Errorf("permission read %d times, want once per user", n)
 	}
-	if len(e.reactions()) != 0 {
-		t.Errorf("reactions = %v", e.reactions())
+	if got := strings.Join(e.reactions(), " "); got != "confused confused" {
+		t.Errorf("reactions = %v, want tri's and alice's second refusal answered by a reaction", got)
+	}
+	e.clock.Advance(toldTTL)
+	e.command("octo/app", 1, "tri", "queue", "")
+	e.sync("octo/app")
+	if c := e.gh.Comments(); len(c) != 4 || !strings.HasPrefix(c[3].Body, "@tri: only people") {
+		t.Errorf("replies an hour later = %+v, want tri told again", c)
+	}
+}
+
+// A comment stored with several commands (before mergegate read one per
+// comment) has only its first carried out.
+func TestOneCommandPerComment(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, "octo/app", "main")
+	e.gh.AddPR("octo/app", fakegithub.PR{Number: 1})
+	id := e.command("octo/app", 1, "tri", "queue", "")
+	for range 3 {
+		if _, err := e.store.ProcessEvent(e.ctx, leasedo.Event{EventType: "issue_comment", Tenant: tenant, Repo: "octo/app", Action: "created",
+			Op: leasedo.OpCommand, PRNumber: 1, Details: &leasedo.Details{Command: "cancel", By: "tri", CommentID: id}}, "worker"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.sync("octo/app")
+	if c := e.gh.Comments(); len(c) != 1 {
+		t.Errorf("replies = %+v, want one for the comment", c)
+	}
+	if r := e.reactions(); len(r) != 0 {
+		t.Errorf("reactions = %v, want none (the comment was replied to)", r)
 	}
 }
 
@@ -180,5 +210,23 @@ func TestLabelRequiresWriteOnResync(t *testing.T) {
 	e.pass("octo/app")
 	if got := e.prs("octo/app"); len(got) != 1 || got[0] != 2 {
 		t.Errorf("queue = %v, want only #2 (labelled by a writer)", got)
+	}
+}
+
+// After toldReactions reactions within the hour, a user's refused commands
+// get nothing more (each is still in the audit log).
+func TestCommandRefusalsStopReacting(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, "octo/app", "main")
+	e.gh.AddPR("octo/app", fakegithub.PR{Number: 1})
+	for range toldReactions + 5 {
+		e.command("octo/app", 1, "tri", "queue", "")
+	}
+	e.sync("octo/app")
+	if c := e.gh.Comments(); len(c) != 1 {
+		t.Errorf("replies = %+v, want 1", c)
+	}
+	if r := e.reactions(); len(r) != toldReactions {
+		t.Errorf("%d reactions, want %d, then nothing", len(r), toldReactions)
 	}
 }

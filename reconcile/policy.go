@@ -358,34 +358,72 @@ func coAuthors(prAuthor string, authors []forge.CommitAuthor) []string {
 	return out
 }
 
-// deleteBranch deletes the merged pull request's head branch, unless it
-// lives in a fork or another open pull request is based on it. What goes
-// wrong is logged: the merge is done.
-func (s *Syncer) deleteBranch(ctx context.Context, k leasedo.Key, pr *forge.PR) {
+// deleteBranch deletes the merged pull request's head branch, only when
+// nothing else needs it and it is the branch that was merged: never a
+// fork's, the repository's default branch, a branch classic protection or
+// a ruleset covers, a base of an open pull request or of one of
+// mergegate's queues, nor a branch whose tip moved since the merge
+// (mergedSHA; issue 30: a back-merge from main into develop deleted main).
+// GitHub's DELETE takes no expected sha: the tip is read just before it.
+// What goes wrong is logged: the merge is done.
+func (s *Syncer) deleteBranch(ctx context.Context, k leasedo.Key, pr *forge.PR, mergedSHA string) {
 	if pr == nil {
 		return
 	}
-	log := s.prLog(k, pr.Number, pr.HeadSHA).With().Str("branch", pr.HeadRef).Logger()
-	if pr.Fork || pr.HeadRef == "" {
+	branch := pr.HeadRef
+	log := s.prLog(k, pr.Number, mergedSHA).With().Str("branch", branch).Logger()
+	if pr.Fork || branch == "" {
 		log.Debug().Msg("branch not deleted: it lives in a fork")
 		return
 	}
-	open, err := s.gh.ListOpenPRs(ctx, k.Tenant, k.Repo)
-	if err != nil {
-		log.Warn().Err(err).Msg("branch not deleted: could not list the open pull requests based on it")
+	if why := s.branchNeeded(ctx, k, branch, mergedSHA); why != "" {
+		log.Info().Msg("branch kept after the merge: " + why)
 		return
 	}
-	for _, o := range open {
-		if o.BaseRef == pr.HeadRef {
-			log.Info().Int("based_on_it", o.Number).Msg("branch kept after the merge: another open pull request is based on it")
-			return
-		}
-	}
-	if err := s.gh.DeleteBranch(ctx, k.Tenant, k.Repo, pr.HeadRef); err != nil {
+	if err := s.gh.DeleteBranch(ctx, k.Tenant, k.Repo, branch); err != nil {
 		log.Warn().Err(err).Msg("could not delete the branch after the merge (the App needs contents: write)")
 		return
 	}
 	log.Info().Msg("branch deleted after the merge (delete_branch_after_merge)")
+}
+
+// branchNeeded says why branch must not be deleted after its merge at
+// mergedSHA, or "" when it may be.
+func (s *Syncer) branchNeeded(ctx context.Context, k leasedo.Key, branch, mergedSHA string) string {
+	items, err := s.store.Items(ctx, k)
+	if err != nil {
+		return "could not read the queue (" + err.Error() + ")"
+	}
+	for _, it := range items {
+		if it.BaseRef == branch {
+			return fmt.Sprintf("it is the base of mergegate's queue (#%d waits in it)", it.PRNumber)
+		}
+	}
+	open, err := s.gh.ListOpenPRs(ctx, k.Tenant, k.Repo)
+	if err != nil {
+		return "could not list the open pull requests based on it (" + err.Error() + ")"
+	}
+	for _, o := range open {
+		if o.BaseRef == branch {
+			return fmt.Sprintf("open pull request #%d is based on it", o.Number)
+		}
+	}
+	st, err := s.gh.BranchState(ctx, k.Tenant, k.Repo, branch)
+	switch {
+	case err != nil:
+		return "could not read the branch (" + err.Error() + ")"
+	case st.SHA == "":
+		return "it is already gone"
+	case st.Default:
+		return "it is the repository's default branch"
+	case st.Protected:
+		return "branch protection covers it"
+	case st.Ruled:
+		return "a ruleset applies to it"
+	case st.SHA != mergedSHA:
+		return "its tip moved since the merge (" + st.SHA + ", merged " + mergedSHA + ")"
+	}
+	return ""
 }
 
 // Freezes, from the admin API, are kept in memory beside the policies

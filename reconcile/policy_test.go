@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/forge/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/policy"
@@ -322,5 +323,60 @@ func TestStoredFileOverTheBounds(t *testing.T) {
 	}
 	if eff := e.r.syncer.Policies().Get(k); len(eff.Problems) != 1 || eff.BadSHA != f.SHA {
 		t.Errorf("after the next read: %+v", eff)
+	}
+}
+
+// Issue 30, hole 6: delete_branch_after_merge deleted main after a
+// back-merge from main into develop. A merged head branch is not deleted
+// (not even tried) when it is the default branch, protected, covered by a
+// ruleset, or its tip is not the merged head.
+func TestDeleteBranchKeepsWhatOthersNeed(t *testing.T) {
+	for _, tc := range []struct {
+		name, head, base string
+		setup            func(e *env)
+		reason           string
+	}{
+		{"the default branch", "main", "develop", func(*env) {}, "it is the repository's default branch"},
+		{"classic protection", "release", "main", func(e *env) { e.gh.SetRequired("octo/app", "release", nil, false) }, "branch protection covers it"},
+		{"a ruleset", "release", "main", func(e *env) { e.gh.SetRulesetLinearHistory("octo/app", "release", true) }, "a ruleset applies to it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.gh.AddRepo(tenant, "octo/app", "main")
+			e.gh.SetFile("octo/app", policy.Path, "delete_branch_after_merge: true\n")
+			pr := e.gh.AddPR("octo/app", fakegithub.PR{Number: 1, HeadRef: tc.head, BaseRef: tc.base, Labels: []string{"automerge"}})
+			e.gh.SetCheckRun("octo/app", pr.HeadSHA, "ci", "completed", "success")
+			tc.setup(e)
+			e.settle("octo/app")
+			if m := e.gh.Merges(); len(m) != 1 {
+				t.Fatalf("merges = %+v", m)
+			}
+			if n := e.gh.CallCount(fakegithub.RouteDeleteRef); n != 0 {
+				t.Errorf("%d DELETE of %s, want none: %v", n, tc.head, e.gh.DeletedBranches())
+			}
+			if !strings.Contains(e.logs.String(), "branch kept after the merge: "+tc.reason) {
+				t.Errorf("log lacks %q:\n%s", tc.reason, e.logs.String())
+			}
+		})
+	}
+}
+
+// A branch whose tip is not the merged head (pushed to after the merge) is
+// kept: the tip is read just before the DELETE.
+func TestDeleteBranchKeepsAMovedTip(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, "octo/app", "main")
+	pr := e.gh.AddPR("octo/app", fakegithub.PR{Number: 1, HeadRef: "feature-b"})
+	merged := strings.Repeat("0", 40)
+	e.r.syncer.deleteBranch(e.ctx, e.key("octo/app"), &forge.PR{Number: 1, HeadRef: "feature-b", HeadSHA: merged}, merged)
+	if n := e.gh.CallCount(fakegithub.RouteDeleteRef); n != 0 {
+		t.Errorf("%d DELETE of feature-b at %s, merged at %s", n, pr.HeadSHA, merged)
+	}
+	if !strings.Contains(e.logs.String(), "branch kept after the merge: its tip moved since the merge ("+pr.HeadSHA) {
+		t.Errorf("log:\n%s", e.logs.String())
+	}
+	e.r.syncer.deleteBranch(e.ctx, e.key("octo/app"), &forge.PR{Number: 1, HeadRef: "feature-b", HeadSHA: pr.HeadSHA}, pr.HeadSHA)
+	if got := e.gh.DeletedBranches(); len(got) != 1 {
+		t.Errorf("deleted = %v, want feature-b at its merged tip", got)
 	}
 }

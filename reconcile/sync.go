@@ -80,6 +80,7 @@ type Syncer struct {
 	// agree makes a queue agree with GitHub's open pull requests under
 	// the policy in force (the Reconciler's, set by New; nil: none).
 	agree func(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fix, error)
+	told  map[string]told // tenant@user: last replied to, under mu (commands.go)
 
 	mu      sync.Mutex
 	rules   map[string]cached[forge.Required]     // tenant:repo@branch
@@ -570,7 +571,7 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			return true, 0, err
 		}
 		if pol.DeleteBranch {
-			s.deleteBranch(ctx, k, f.PR)
+			s.deleteBranch(ctx, k, f.PR, it.PRSha)
 		}
 		return true, 0, nil
 	}

@@ -613,6 +613,12 @@ func (s *Syncer) deleteGroupBranch(ctx context.Context, k leasedo.Key, g leasedo
 }
 
 func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch string) error {
+	if !strings.HasPrefix(branch, leasedo.BranchPrefix) && !strings.HasPrefix(branch, leasedo.BuildBranchPrefix) {
+		// Only mergegate's own branches are deleted here, whatever a
+		// stored group says.
+		s.log.Error().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("branch", branch).Msg("not deleting a branch outside mergegate/** and mergegate-build/**")
+		return nil
+	}
 	err := s.gh.DeleteBranch(ctx, k.Tenant, k.Repo, branch)
 	switch {
 	case err == nil, errors.Is(err, forge.ErrNotFound):

@@ -11,7 +11,7 @@ import (
 // CommandPrefix starts a command line in a pull request comment.
 const CommandPrefix = "@mergegate"
 
-// Command is one "@mergegate <name> [arg]" line of a comment. Name is
+// Command is the "@mergegate <name> [arg]" line of a comment. Name is
 // queue, cancel, refresh or priority (arg high, normal or low); a line
 // mergegate does not understand has Name "invalid" and the line as Arg,
 // so that its author gets a reply saying what there is.
@@ -19,33 +19,123 @@ type Command struct {
 	Name, Arg string
 }
 
-// Commands reads the commands of a comment: every line that starts with
-// @mergegate (any case), quoted lines ("> ...") left out.
-func Commands(body string) []Command {
-	var out []Command
-	for _, line := range strings.Split(body, "\n") {
-		line = strings.TrimSpace(line)
-		fields := strings.Fields(line)
-		if len(fields) == 0 || !strings.EqualFold(fields[0], CommandPrefix) {
+// FirstCommand reads the command of a comment: its first line that
+// starts with @mergegate (any case), as GitHub renders the comment, so
+// that nothing shown as a quotation, as code or not at all is a command:
+// quoted lines ("> ..."), fenced code blocks (``` or ~~~), indented code
+// (four spaces or a tab) and HTML comments (<!-- ... -->) are left out.
+// A comment carries at most one command: the lines after the first are
+// not read (issue 30: every line its own command let one comment make
+// the App post hundreds of replies).
+func FirstCommand(body string) (Command, bool) {
+	fence := ""     // the fence that opened the code block we are in
+	inHTML := false // inside <!-- ... -->
+	for len(body) > 0 {
+		var line string
+		line, body, _ = strings.Cut(body, "\n")
+		line = strings.TrimSuffix(line, "\r")
+		if inHTML {
+			_, rest, closed := strings.Cut(line, "-->")
+			if !closed {
+				continue
+			}
+			inHTML, line = false, rest
+		}
+		line = stripHTMLComments(line, &inHTML)
+		if fence != "" {
+			if t := strings.TrimSpace(line); strings.HasPrefix(t, fence) && strings.Trim(t, fence[:1]) == "" {
+				fence = ""
+			}
 			continue
 		}
-		name, arg := "", ""
-		if len(fields) > 1 {
-			name = strings.ToLower(fields[1])
+		if indented(line) {
+			continue
 		}
-		if len(fields) > 2 {
-			arg = strings.ToLower(fields[2])
+		t := strings.TrimSpace(line)
+		if f := fenceOf(t); f != "" {
+			fence = f
+			continue
 		}
-		switch {
-		case (name == "queue" || name == "cancel" || name == "refresh") && len(fields) == 2:
-			out = append(out, Command{Name: name})
-		case name == "priority" && len(fields) == 3 && (arg == "high" || arg == "normal" || arg == "low"):
-			out = append(out, Command{Name: name, Arg: arg})
-		default:
-			out = append(out, Command{Name: "invalid", Arg: clip(line, 200)})
+		if strings.HasPrefix(t, ">") {
+			continue
+		}
+		if c, ok := parseCommand(t); ok {
+			return c, true
 		}
 	}
-	return out
+	return Command{}, false
+}
+
+// stripHTMLComments removes the <!-- ... --> of line; an opening without
+// its close sets *open and drops the rest of the line.
+func stripHTMLComments(line string, open *bool) string {
+	for {
+		before, after, found := strings.Cut(line, "<!--")
+		if !found {
+			return line
+		}
+		_, rest, closed := strings.Cut(after, "-->")
+		if !closed {
+			*open = true
+			return before
+		}
+		line = before + " " + rest
+	}
+}
+
+// indented: four columns of leading white space (a tab is four) make
+// the line code in Markdown.
+func indented(line string) bool {
+	cols := 0
+	for _, r := range line {
+		switch r {
+		case ' ':
+			cols++
+		case '\t':
+			cols += 4
+		default:
+			return cols >= 4
+		}
+		if cols >= 4 {
+			return true
+		}
+	}
+	return false
+}
+
+// fenceOf is the fence (three or more backticks or tildes) that t opens,
+// or "".
+func fenceOf(t string) string {
+	for _, c := range []string{"`", "~"} {
+		n := len(t) - len(strings.TrimLeft(t, c))
+		if n >= 3 {
+			return strings.Repeat(c, n)
+		}
+	}
+	return ""
+}
+
+// parseCommand reads one trimmed line; ok is false when it is not a
+// command line at all.
+func parseCommand(line string) (Command, bool) {
+	fields := strings.Fields(line)
+	if len(fields) == 0 || !strings.EqualFold(fields[0], CommandPrefix) {
+		return Command{}, false
+	}
+	name, arg := "", ""
+	if len(fields) > 1 {
+		name = strings.ToLower(fields[1])
+	}
+	if len(fields) > 2 {
+		arg = strings.ToLower(fields[2])
+	}
+	switch {
+	case (name == "queue" || name == "cancel" || name == "refresh") && len(fields) == 2:
+		return Command{Name: name}, true
+	case name == "priority" && len(fields) == 3 && (arg == "high" || arg == "normal" || arg == "low"):
+		return Command{Name: name, Arg: arg}, true
+	}
+	return Command{Name: "invalid", Arg: clip(line, 200)}, true
 }
 
 // issueCommentPayload is an issue_comment delivery.
@@ -90,18 +180,14 @@ func translateIssueComment(d leasedo.Delivery) (Translation, error) {
 	if err := needRepo(d); err != nil {
 		return Translation{}, err
 	}
-	cmds := Commands(p.Comment.Body)
-	if len(cmds) == 0 {
+	c, ok := FirstCommand(p.Comment.Body)
+	if !ok {
 		return Translation{Ignored: "no @mergegate command in the comment"}, nil
 	}
-	var t Translation
-	for _, c := range cmds {
-		t.Events = append(t.Events, leasedo.Event{EventType: d.Event, Tenant: d.Tenant, Repo: d.Repo, Action: p.Action,
-			PRNumber: p.Issue.Number, Op: OpOf(d.Event, p.Action),
-			Details: &leasedo.Details{Command: c.Name, Arg: c.Arg, By: p.Comment.User.Login, CommentID: p.Comment.ID,
-				Reason: "@" + p.Comment.User.Login + ": " + strings.TrimSpace(CommandPrefix+" "+c.Name+" "+c.Arg)}})
-	}
-	return t, nil
+	return Translation{Events: []leasedo.Event{{EventType: d.Event, Tenant: d.Tenant, Repo: d.Repo, Action: p.Action,
+		PRNumber: p.Issue.Number, Op: OpOf(d.Event, p.Action),
+		Details: &leasedo.Details{Command: c.Name, Arg: c.Arg, By: p.Comment.User.Login, CommentID: p.Comment.ID,
+			Reason: "@" + p.Comment.User.Login + ": " + strings.TrimSpace(CommandPrefix+" "+c.Name+" "+c.Arg)}}}}, nil
 }
 
 // labelCheck is the event that has the sync check who added a trigger

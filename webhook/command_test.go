@@ -1,24 +1,40 @@
 package webhook
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
 )
 
-func TestCommands(t *testing.T) {
-	got := Commands("Looks good.\n@mergegate queue\n  @MergeGate priority HIGH\n> @mergegate cancel\n@mergegate priority urgent\n@mergegate\n@mergegatebot queue\n@mergegate refresh please")
-	want := []Command{
-		{Name: "queue"},
-		{Name: "priority", Arg: "high"},
-		{Name: "invalid", Arg: "@mergegate priority urgent"},
-		{Name: "invalid", Arg: "@mergegate"},
-		{Name: "invalid", Arg: "@mergegate refresh please"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Commands:\n got  %+v\n want %+v", got, want)
+// A comment carries one command: its first command line as GitHub shows
+// the comment; quotations, code and HTML comments are not commands.
+func TestFirstCommand(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want Command
+		ok   bool
+	}{
+		{"Looks good.\n@mergegate queue\n  @MergeGate priority HIGH\n@mergegate cancel", Command{Name: "queue"}, true},
+		{"  @MergeGate priority HIGH\r\n@mergegate queue", Command{Name: "priority", Arg: "high"}, true},
+		{"@mergegate priority urgent\n@mergegate queue", Command{Name: "invalid", Arg: "@mergegate priority urgent"}, true},
+		{"@mergegate", Command{Name: "invalid", Arg: "@mergegate"}, true},
+		{"@mergegate refresh please", Command{Name: "invalid", Arg: "@mergegate refresh please"}, true},
+		{"@mergegatebot queue", Command{}, false},
+		{"> @mergegate cancel\n>@mergegate cancel\n   > @mergegate cancel", Command{}, false},
+		{"```\n@mergegate cancel\n```", Command{}, false},
+		{"~~~~sh\n@mergegate cancel\n~~~\n@mergegate cancel\n~~~~", Command{}, false},
+		{"```\n@mergegate cancel\n```\n@mergegate queue", Command{Name: "queue"}, true},
+		{"    @mergegate cancel\n\t@mergegate cancel", Command{}, false},
+		{"<!-- @mergegate cancel -->\n<!--\n@mergegate cancel\n-->", Command{}, false},
+		{"<!-- x --> @mergegate queue", Command{Name: "queue"}, true},
+		{"<!--\n@mergegate cancel\n--> @mergegate refresh", Command{Name: "refresh"}, true},
+		{"", Command{}, false},
+	} {
+		got, ok := FirstCommand(tc.body)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("FirstCommand(%q) = %+v, %v; want %+v, %v", tc.body, got, ok, tc.want, tc.ok)
+		}
 	}
 }
 

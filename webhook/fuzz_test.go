@@ -130,3 +130,41 @@ func randomBody(n int) []byte {
 	_, _ = rand.Read(b)
 	return b
 }
+
+// FuzzFirstCommand: FirstCommand never panics, and what it finds is one of
+// the commands mergegate knows or "invalid" with at most 200 bytes (plus
+// "...") of the line; a body with no "@mergegate" has no command.
+func FuzzFirstCommand(f *testing.F) {
+	for _, s := range []string{"@mergegate queue", "> @mergegate cancel\n@mergegate priority high", "```\n@mergegate cancel\n```",
+		"<!--\n@mergegate x\n-->\n@mergegate refresh", "    @mergegate queue", "@MERGEGATE priority LOW\r\n", strings.Repeat("@mergegate x ", 100)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		c, ok := FirstCommand(body)
+		if !ok {
+			if c != (Command{}) {
+				t.Fatalf("no command but %+v", c)
+			}
+			return
+		}
+		if !strings.Contains(strings.ToLower(body), "@mergegate") {
+			t.Fatalf("command %+v in %q", c, body)
+		}
+		switch c.Name {
+		case "queue", "cancel", "refresh":
+			if c.Arg != "" {
+				t.Fatalf("%+v", c)
+			}
+		case "priority":
+			if c.Arg != "high" && c.Arg != "normal" && c.Arg != "low" {
+				t.Fatalf("%+v", c)
+			}
+		case "invalid":
+			if len(c.Arg) > 203 {
+				t.Fatalf("invalid command's line is %d bytes", len(c.Arg))
+			}
+		default:
+			t.Fatalf("command %+v", c)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +99,7 @@ type outcome struct {
 	err        string // short message for {"error": ...}; "" on success
 	retryAfter int    // seconds, for a 503 the client may retry soon
 	duplicate  bool
+	ignored    bool  // an event mergegate does not subscribe to: 202, not stored
 	cause      error // internal error, logged only (inbox failures)
 	d          leasedo.Delivery
 }
@@ -121,6 +123,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer = map[string]string{"error": o.err}
 	case o.status == http.StatusOK:
 		answer = map[string]string{"result": "pong"}
+	case o.ignored:
+		answer = map[string]string{"result": "ignored", "event": EventLabel(o.d.Event)}
 	case o.duplicate:
 		answer = map[string]string{"result": "duplicate", "delivery": o.d.ID}
 	default:
@@ -193,6 +197,21 @@ func (h *handler) handle(w http.ResponseWriter, r *http.Request, body *body) out
 	}
 	if len(o.d.ID) > MaxDeliveryID {
 		return fail(http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes (GitHub sends a GUID)", DeliveryHeader, MaxDeliveryID))
+	}
+	for _, name := range [...]string{DeliveryHeader, EventHeader} {
+		if v := r.Header.Get(name); !headerText(v) {
+			return fail(http.StatusBadRequest, name+" is not printable UTF-8 text")
+		}
+	}
+	if len(o.d.Event) > MaxEventName {
+		return fail(http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes (GitHub's event names are short)", EventHeader, MaxEventName))
+	}
+	if !Subscribed(o.d.Event) {
+		// Signed by GitHub but not an event the App subscribes to (a
+		// subscription ticked by hand, or a replay under another name):
+		// answered, not stored.
+		o.status, o.ignored = http.StatusAccepted, true
+		return o
 	}
 	payload := raw
 	if form {
@@ -345,6 +364,49 @@ const (
 	MaxRepoName   = 100 // characters
 )
 
+// MaxEventName bounds X-GitHub-Event: GitHub's longest event name
+// (security_and_analysis, repository_vulnerability_alert, ...) is under 40
+// bytes.
+const MaxEventName = 64
+
+// Events are the X-GitHub-Event values mergegate acts on: the events
+// app.yml subscribes to, the installation events every App receives, and
+// ping. A test holds this list to app.yml.
+var Events = []string{"pull_request", "pull_request_review", "check_suite", "check_run", "status", "push",
+	"issue_comment", "merge_group", "installation", "installation_repositories", "ping"}
+
+// Subscribed reports whether event is one of Events.
+func Subscribed(event string) bool { return slices.Contains(Events, event) }
+
+// EventLabel is event as a metric label or a log value: one of Events, or
+// "other". No label of mergegate's metrics takes a request's text.
+func EventLabel(event string) string {
+	if Subscribed(event) {
+		return event
+	}
+	return "other"
+}
+
+// headerText: v is valid UTF-8 with no control characters (GitHub's
+// headers are ASCII; Go's server lets any byte above 0x7f through).
+func headerText(v string) bool {
+	if !utf8.ValidString(v) {
+		return false
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// logText is a header's value fit for a log line: valid UTF-8, at most n
+// bytes.
+func logText(s string, n int) string {
+	return clip(strings.ToValidUTF8(s, "\ufffd"), n)
+}
+
 // CheckRepoName refuses a repository full name (owner/name) longer than
 // GitHub allows; "" (an installation-level event) passes.
 func CheckRepoName(full string) error {
@@ -392,7 +454,7 @@ func (h *handler) log(o outcome) {
 		ev = h.cfg.Logger.Error()
 	case o.status >= 400:
 		ev = h.cfg.Logger.Warn()
-	case o.status == http.StatusAccepted:
+	case o.status == http.StatusAccepted && !o.ignored:
 		// Stored: the engine's "delivery applied" line, at info, says
 		// what became of it; at info a delivery is one line.
 		ev = h.cfg.Logger.Debug()
@@ -402,7 +464,7 @@ func (h *handler) log(o outcome) {
 	// A key whose value is unknown (a ping has no action, a refused
 	// request perhaps not even a delivery id) is left out rather than
 	// logged empty.
-	for _, kv := range [...][2]string{{"delivery", clip(o.d.ID, MaxDeliveryID)}, {"event", o.d.Event},
+	for _, kv := range [...][2]string{{"delivery", logText(o.d.ID, MaxDeliveryID)}, {"event", logText(o.d.Event, MaxEventName)},
 		{"action", o.d.Action}, {"tenant", o.d.Tenant}, {"repo", o.d.Repo}} {
 		if kv[1] != "" {
 			ev = ev.Str(kv[0], kv[1])
@@ -411,6 +473,9 @@ func (h *handler) log(o outcome) {
 	ev = ev.Int("status", o.status)
 	if o.duplicate {
 		ev = ev.Bool("duplicate", true)
+	}
+	if o.ignored {
+		ev = ev.Bool("ignored", true)
 	}
 	if o.err != "" {
 		ev = ev.Str("error", o.err)

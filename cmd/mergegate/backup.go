@@ -41,6 +41,11 @@ func backupCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
+	if leasedo.IsPostgresURL(src) {
+		// VACUUM INTO is SQLite's; the connection string is not echoed
+		// (it may hold a password).
+		return usageError{fmt.Errorf("--db %s is a PostgreSQL database: back it up with the server's own tools, use pg_dump (docs/operations.md, \"Backups\")", leasedo.RedactDSN(src))}
+	}
 	if err := existingDB(v); err != nil {
 		return err
 	}

@@ -188,6 +188,7 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 			}
 		}
 		out[s.name] = v
+		rememberDSN(v) // a PostgreSQL connection string's password never printed (redact.go)
 	}
 	return out, nil
 }

@@ -61,7 +61,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("no delivery of %s with its body kept in %s (bodies of applied deliveries are kept for --body-retention, 24h by default)", k, v["db"])
+		return fmt.Errorf("no delivery of %s with its body kept in %s (bodies of applied deliveries are kept for --body-retention, 24h by default)", k, leasedo.RedactDSN(v["db"]))
 	}
 	fmt.Fprintf(stdout, "%d deliveries of %s written to %s in arrival order; replay them with: mergegate replay --offline %s\n", n, k, v["out"], v["out"])
 	return nil

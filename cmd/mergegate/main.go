@@ -86,11 +86,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "mergegate %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "mergegate %s: %s\n", cmd, redactSecrets(err.Error()))
 		return 2
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mergegate %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "mergegate %s: %s\n", cmd, redactSecrets(err.Error()))
 		return 1
 	}
 	return 0
@@ -292,7 +292,7 @@ func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 	if err := existingDB(v); err != nil {
 		return fmt.Errorf("no server answers at --admin-addr %s, and %w", v["admin-addr"], err)
 	}
-	fmt.Fprintf(stderr, "mergegate reconcile: no server answers at --admin-addr %s; running the pass on the database %s directly\n", v["admin-addr"], v["db"])
+	fmt.Fprintf(stderr, "mergegate reconcile: no server answers at --admin-addr %s; running the pass on the database %s directly\n", v["admin-addr"], leasedo.RedactDSN(v["db"]))
 	a, _, err := newApp(ctx, v, stderr)
 	if err != nil {
 		return err

@@ -358,8 +358,10 @@ func (s *Server) DeletedBranches() []string {
 // endpoint has been spammed"): 204 for a branch that exists (a base branch
 // other than the default one, or the head branch of a pull request in the
 // repository itself); 422 "Cannot delete the default branch" for the
-// default branch and 422 "Reference does not exist" for a ref that is not
-// there, the messages GitHub gives (as its users quote them).
+// default branch, 422 "Cannot delete this protected branch" for a branch
+// with classic protection (allow_deletions is off), and 422 "Reference
+// does not exist" for a ref that is not there, the messages GitHub gives
+// (as its users quote them).
 func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request) {
 	rp := s.repoOf(w, r)
 	if rp == nil {
@@ -368,6 +370,12 @@ func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request) {
 	branch, ok := strings.CutPrefix(r.PathValue("ref"), "heads/")
 	if ok && branch == rp.defaultBranch {
 		writeError(w, http.StatusUnprocessableEntity, "Cannot delete the default branch")
+		return
+	}
+	if ok && rp.protection[branch] != nil {
+		// Classic protection refuses deletions unless allow_deletions
+		// (the fake never allows them), to Apps and admins alike.
+		writeError(w, http.StatusUnprocessableEntity, "Cannot delete this protected branch")
 		return
 	}
 	from, exists := "", false
