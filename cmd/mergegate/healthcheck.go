@@ -49,7 +49,7 @@ func healthcheckCmd(args []string, stdout, stderr io.Writer) error {
 	if resp.StatusCode != http.StatusOK {
 		return errors.New("GET " + url + ": " + resp.Status + " " + text)
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", url, text)
+	fmt.Fprintf(stdout, "%s: %s\n", url, resp.Status)
 	return nil
 }
 
