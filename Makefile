@@ -16,9 +16,12 @@ run: build ## run mergegate with the embedded SQLite default (mergegate.db here)
 # runs the suite without it (and says so) rather than failing to build.
 RACE := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && set -- $$($(GO) env CC) && command -v "$$1" >/dev/null 2>&1 && echo -race)
 
+# go test -json through internal/testsummary: what plain go test prints,
+# then each skipped test with its reason (how to run it), then
+# "N passed, N failed".
 test: ## the whole suite, with the race detector where cgo and a C compiler are present
 	@[ -n "$(RACE)" ] || echo "make test: no cgo or no C compiler ($$($(GO) env CC)): running without the race detector"
-	$(GO) test $(RACE) -count=1 ./...
+	$(GO) test $(RACE) -count=1 -json ./... | $(GO) run ./internal/testsummary
 
 race: ## the whole suite with the race detector (needs cgo and a C compiler)
 	$(GO) test -race -count=1 ./...
@@ -29,7 +32,7 @@ vet:
 fmt:
 	gofmt -l -w .
 
-bench: ## benchmarks (figures in the README)
+bench: ## benchmarks (figures in docs/performance.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 load: ## build ./bin/mergegate-load, the load generator (not part of ./bin/mergegate; see docs/performance.md)
@@ -40,3 +43,6 @@ fuzz: ## every fuzz target for FUZZTIME (default 30s)
 
 fuzz-short: ## every fuzz target for 5 s (CI)
 	./scripts/fuzz-short
+
+ci: ## what CI runs (.ci/run): gofmt, vet, fuzz-short, the suite beside a PostgreSQL server, the release build
+	./.ci/run
