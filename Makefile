@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test race vet fmt bench load fuzz fuzz-short ci
+.PHONY: build run test race vet fmt bench load fuzz fuzz-short ci release
 
 build: ## build ./bin/mergegate, static (SQLite is pure Go: no C compiler, no libc)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mergegate ./cmd/mergegate
@@ -46,3 +46,6 @@ fuzz-short: ## every fuzz target for 5 s (CI)
 
 ci: ## what CI runs (.ci/run): gofmt, vet, fuzz-short, the suite beside a PostgreSQL server, the release build
 	./.ci/run
+
+release: ## static binaries for linux and darwin, amd64 and arm64, with SHA256SUMS, into OUT (default dist/)
+	VERSION=$(VERSION) COMMIT=$(COMMIT) ./scripts/release $(or $(OUT),dist)
