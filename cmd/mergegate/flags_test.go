@@ -64,6 +64,11 @@ func TestSubcommandsListOnlyTheirOwnFlags(t *testing.T) {
 	if got := listed("migrate"); len(got) != 3 || !got["db"] || !got["sync"] || !got["config"] {
 		t.Errorf("help migrate lists %v, want --db, --sync and --config", got)
 	}
+	for _, name := range []string{"backup", "export"} {
+		if got := listed(name); got["sync"] || !got["db"] {
+			t.Errorf("help %s lists %v: it only reads the database, so --db and no --sync", name, got)
+		}
+	}
 	if got := listed("healthcheck"); len(got) != 2 || !got["addr"] || !got["config"] {
 		t.Errorf("help healthcheck lists %v, want --addr and --config", got)
 	}

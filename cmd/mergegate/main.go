@@ -238,6 +238,18 @@ func dbSettings() []setting {
 	return out
 }
 
+// dbReadSettings are dbSettings without --sync, for the commands that
+// only read the database (backup, export): they write no commit to sync.
+func dbReadSettings() []setting {
+	var out []setting
+	for _, s := range dbSettings() {
+		if s.name != "sync" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func migrate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
