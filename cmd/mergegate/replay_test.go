@@ -109,7 +109,7 @@ func TestReplayBadInput(t *testing.T) {
 		{nil, 2, "name at least one recorded delivery"},
 		{[]string{"--offline", filepath.Join(dir, "missing")}, 1, "no such file"},
 		{[]string{"--offline", "--merge-method", "octopus", dir}, 2, "--merge-method"},
-		{[]string{"--strict=maybe", dir}, 2, `invalid boolean value "maybe" for -strict`},
+		{[]string{"--strict=maybe", dir}, 2, `--strict "maybe": want true or false`},
 		{[]string{"--webhook-secret", "s", "--delay", "soon", dir}, 2, "--delay"},
 		{[]string{dir}, 2, "--webhook-secret"},
 		{[]string{"--offline", filepath.Join(dir, "README.md")}, 0, "README.md: not a recorded delivery: not a .json file"},
