@@ -127,11 +127,12 @@ func TestBadValuesRefusedAtStartNamingTheFlag(t *testing.T) {
 		{[]string{"serve", "--app-id", "my-app"}, `--app-id "my-app": want the App's numeric id`},
 		{[]string{"reconcile", "--tenant", "1", "--repo", "a/b", "--sync", "off"}, `--sync "off": want normal or full`},
 		{[]string{"healthcheck", "--addr", "nope"}, `--addr "nope": want HOST:PORT`},
+		{[]string{"replay", "--webhook-secret", "s", "--url", "localhost:8080/webhook", "."}, `--url "localhost:8080/webhook": want mergegate's webhook URL`},
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer
 		code := run(append(c.args, "--db", db), &out, &errOut)
-		if c.args[0] == "healthcheck" {
+		if c.args[0] == "healthcheck" || c.args[0] == "replay" {
 			code = run(c.args, &out, &errOut)
 		}
 		if code != 2 || !strings.Contains(errOut.String(), c.want) {

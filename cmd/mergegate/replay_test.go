@@ -23,6 +23,7 @@ const scenarios = "../../testdata/scenarios"
 func replayEnv(t *testing.T) {
 	t.Setenv("GITHUB_WEBHOOK_SECRET", "")
 	t.Setenv("MERGEGATE_REPLAY_URL", "")
+	os.Unsetenv("MERGEGATE_REPLAY_URL") // the default URL (t.Setenv restores the value after)
 	t.Setenv("MERGEGATE_TRIGGER_LABEL", "automerge")
 	t.Setenv("MERGEGATE_AUTO_MERGE_TRIGGER", "true")
 	t.Setenv("MERGEGATE_MERGE_METHOD", "merge")
