@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -55,6 +56,14 @@ type Config struct {
 	// RedeliverBudget is the most redeliveries the sweep asks GitHub for
 	// in one cron pass (redeliver.go); 0 turns the sweep off.
 	RedeliverBudget int
+
+	// WritesPerMinute and WritesPerHour bound each installation's
+	// content-generating requests, shared by the replicas (forge's write
+	// budget): 0 is forge's default (60 and 450), negative no bound.
+	WritesPerMinute, WritesPerHour int
+	// DashboardURL is where people reach the dashboard; check runs link
+	// their repository's page there ("": no link).
+	DashboardURL string
 
 	// Version and Commit name the build on the start line.
 	Version, Commit string
@@ -119,6 +128,11 @@ func (c Config) Validate() error {
 	}
 	if c.RedeliverBudget < 0 {
 		return fmt.Errorf("--redeliver-budget %d: want 0 (off) or more", c.RedeliverBudget)
+	}
+	if c.DashboardURL != "" {
+		if u, err := url.Parse(c.DashboardURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("--dashboard-url %q: want an http(s) URL, like https://mergegate.example.com", c.DashboardURL)
+		}
 	}
 	if (c.AppID == 0) != (c.PrivateKeyPath == "") {
 		return errors.New("--app-id and --private-key go together: set both (or neither, to run without GitHub)")
@@ -265,7 +279,7 @@ func (a *App) wire(fc *forge.Client) (*Engine, *reconcile.Reconciler, *reconcile
 	var syncer *reconcile.Syncer
 	if fc != nil {
 		syncer = reconcile.NewSyncer(reconcile.SyncConfig{
-			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics,
+			Store: a.Store, Forge: fc, Clock: cfg.Clock, Logger: log, Observer: a.Metrics, DashboardURL: cfg.DashboardURL,
 			Policy: defaults, Policies: policies,
 		})
 	}

@@ -41,6 +41,21 @@ type DashboardStatus struct {
 	// AuthFailures are the installations whose credentials GitHub refuses
 	// even with a new token: their queues cannot move.
 	AuthFailures []AuthFailureView `json:"authFailures,omitempty"`
+	// WriteBudgets are the installations' write budgets (forge's pacer),
+	// by installation id.
+	WriteBudgets []WriteBudgetView `json:"writeBudgets,omitempty"`
+}
+
+// WriteBudgetView is one installation's write budget as the pages show it.
+type WriteBudgetView struct {
+	Tenant     string `json:"tenant"`
+	PerMinute  int    `json:"perMinute,omitempty"` // 0: no bound
+	PerHour    int    `json:"perHour,omitempty"`
+	LastMinute int    `json:"lastMinute"`
+	LastHour   int    `json:"lastHour"`
+	HeldSince  int64  `json:"heldSince,omitempty"` // epoch ms: writes are held back since
+	HeldBack   int    `json:"heldBack,omitempty"`
+	HeldText   string `json:"-"`
 }
 
 // AuthFailureView is forge.AuthFailure as the pages show it.

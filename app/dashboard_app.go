@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"sort"
 	"time"
 )
 
@@ -21,6 +22,14 @@ func (a *App) dashboardStatus() DashboardStatus {
 		for _, f := range fc.AuthFailures() {
 			st.AuthFailures = append(st.AuthFailures, AuthFailureView{Tenant: f.Tenant, Repo: f.Repo, Status: f.Status, Message: f.Message, Since: f.Since.UnixMilli()})
 		}
+		for tenant, b := range fc.WriteBudgets() {
+			v := WriteBudgetView{Tenant: tenant, PerMinute: b.PerMinute, PerHour: b.PerHour, LastMinute: b.LastMinute, LastHour: b.LastHour, HeldBack: b.HeldBack}
+			if !b.Held.IsZero() {
+				v.HeldSince, v.HeldText = b.Held.UnixMilli(), timeText(b.Held)
+			}
+			st.WriteBudgets = append(st.WriteBudgets, v)
+		}
+		sort.Slice(st.WriteBudgets, func(i, j int) bool { return st.WriteBudgets[i].Tenant < st.WriteBudgets[j].Tenant })
 	}
 	if cron == nil {
 		return st

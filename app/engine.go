@@ -401,6 +401,11 @@ func (e *Engine) retryAfter(k leasedo.Key, err error) time.Duration {
 		log.Warn().Time("retry_at", rl.RetryAt).Bool("secondary", rl.Secondary).Msg("GitHub rate limit: the queue waits")
 		return clamp(wait, time.Second, 15*time.Minute)
 	}
+	if be, ok := forge.IsWriteBudget(err); ok {
+		// Said once per change by forge; the queue goes on when it may.
+		log.Debug().Str("class", be.Class.String()).Time("retry_at", be.RetryAt).Msg("write held back by the write budget")
+		return clamp(be.RetryAt.Sub(e.clock.Now()), time.Second, 15*time.Minute)
+	}
 	switch {
 	case errors.Is(err, leasedo.ErrLeaseLost):
 		log.Warn().Msg("lease taken over during a pass; retrying")

@@ -43,7 +43,10 @@ type harness struct {
 	seq    atomic.Int64
 	logBuf *testkit.SyncBuffer
 	cfg    Config
-	log    zerolog.Logger
+	// horizon replaces retryHorizon (0: it): a drain under the write
+	// budget moves the clock to every retry, a minute's wait included.
+	horizon time.Duration
+	log     zerolog.Logger
 }
 
 type harnessOpt func(*Config)
@@ -299,7 +302,11 @@ const retryHorizon = 15 * time.Second
 // it is within retryHorizon: the engine's retries wait on the injected
 // clock.
 func (h *harness) advanceToTimer() {
-	if at, ok := h.clock.NextTimer(); ok && at.Sub(h.clock.Now()) <= retryHorizon {
+	horizon := retryHorizon
+	if h.horizon > 0 {
+		horizon = h.horizon
+	}
+	if at, ok := h.clock.NextTimer(); ok && at.Sub(h.clock.Now()) <= horizon {
 		h.clock.Set(at)
 	}
 }

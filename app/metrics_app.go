@@ -33,6 +33,12 @@ var (
 		"Requests to GitHub that waited for one of the installation's request slots (at most 4 in flight per installation).", []string{"tenant"}, nil)
 	descWait = prometheus.NewDesc("mergegate_github_request_wait_seconds_total",
 		"Time requests to GitHub spent waiting for one of the installation's request slots, in all.", []string{"tenant"}, nil)
+	descWrites = prometheus.NewDesc("mergegate_github_writes_total",
+		"Content-generating requests sent to GitHub (POST, PATCH, PUT, DELETE, GraphQL mutations), by class: land, unblock, tell, cosmetic.", []string{"class"}, nil)
+	descWriteBudget = prometheus.NewDesc("mergegate_github_write_budget_remaining",
+		"Writes the installation may still send in the window (minute or hour) under this replica's write budget (--writes-per-minute, --writes-per-hour).", []string{"tenant", "window"}, nil)
+	descWritesHeld = prometheus.NewDesc("mergegate_github_writes_held",
+		"1 while the write budget holds back some of the installation's writes (check-run titles first), else 0.", []string{"tenant"}, nil)
 	descOpRequests = prometheus.NewDesc("mergegate_github_requests_total",
 		"Requests to GitHub by operation (pulls.get, checks.list-for-ref, ...), conditional ones included.", []string{"operation"}, nil)
 	descOpNotModified = prometheus.NewDesc("mergegate_github_not_modified_total",
@@ -67,7 +73,7 @@ func (m *Metrics) attach(a *App) {
 func (c appCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueueDepth, descOldest, descLeaseAge, descLeaseHeld, descTracked,
 		descUnapplied, descRate, descRateReset, descWaited, descWait, descOpRequests, descOpNotModified, descConfigured,
-		descCronDuration, descCronSuccess, descCronRuns, descDBBytes, descReplicas} {
+		descCronDuration, descCronSuccess, descCronRuns, descDBBytes, descReplicas, descWrites, descWriteBudget, descWritesHeld} {
 		ch <- d
 	}
 }
@@ -107,6 +113,9 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 		for op, st := range fc.EndpointStats() {
 			counter(descOpRequests, float64(st.Requests), op)
 			counter(descOpNotModified, float64(st.NotModified), op)
+		}
+		for cl, n := range fc.WritesSent() {
+			counter(descWrites, float64(n), cl.String())
 		}
 	}
 
@@ -151,6 +160,19 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 			waited, wait := fc.Waits(tenant)
 			counter(descWaited, float64(waited), tenant)
 			counter(descWait, wait.Seconds(), tenant)
+			if b, ok := fc.WriteBudget(tenant); ok {
+				if b.PerMinute > 0 {
+					gauge(descWriteBudget, float64(max(b.PerMinute-b.LastMinute, 0)), tenant, "minute")
+				}
+				if b.PerHour > 0 {
+					gauge(descWriteBudget, float64(max(b.PerHour-b.LastHour, 0)), tenant, "hour")
+				}
+				held := 0.0
+				if !b.Held.IsZero() {
+					held = 1
+				}
+				gauge(descWritesHeld, held, tenant)
+			}
 		}
 	}
 }

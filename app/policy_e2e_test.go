@@ -111,7 +111,7 @@ func TestPolicyFileEndToEnd(t *testing.T) {
 	if len(h.merges()) != 1 {
 		t.Fatalf("a frozen queue merged: %+v", h.merges())
 	}
-	if got := h.lastTitle(sha2); !strings.HasPrefix(got, "1st in the merge queue for master: frozen: release Friday") {
+	if got := h.lastTitle(sha2); !strings.HasPrefix(got, "frozen: release Friday · First in line for master") {
 		t.Errorf("#2's check run while frozen = %q", got)
 	}
 	if code := postJSON(t, h.admin+"/thaw", map[string]string{"tenant": testTenant, "repo": testRepo, "by": "bob", "message": "released"}, &ans); code != http.StatusOK {
@@ -143,7 +143,7 @@ func TestPolicyFileEndToEnd(t *testing.T) {
 	if len(h.merges()) != 2 {
 		t.Fatalf("#3 with do-not-merge merged: %+v", h.merges())
 	}
-	if got := h.lastTitle(sha3); !strings.Contains(got, `waits, the label "do-not-merge" keeps it from merging`) {
+	if got := h.lastTitle(sha3); !strings.Contains(got, `Waits, the label "do-not-merge" keeps it from merging`) {
 		t.Errorf("#3's check run = %q", got)
 	}
 	h.gh.SetLabels(testRepo, 3, "automerge")

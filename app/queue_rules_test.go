@@ -165,7 +165,7 @@ func TestCheckRunEndsWhenThePullRequestLeaves(t *testing.T) {
 	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
 	h.label(7, shaA)
 	h.settle()
-	if cr := h.lastCheckRun(shaA); cr.Status != "in_progress" || !strings.Contains(cr.Title, "merge queue for "+testBase) {
+	if cr := h.lastCheckRun(shaA); cr.Status != "in_progress" || !strings.Contains(cr.Title, "for "+testBase+": waiting for its checks") {
 		t.Fatalf("check run while queued = %+v", cr)
 	}
 	// The base changes: same commit, same run, retitled.
@@ -188,7 +188,7 @@ func TestCheckRunEndsWhenThePullRequestLeaves(t *testing.T) {
 	if len(created) != 1 {
 		t.Fatalf("check runs created on %s: %v, want one (a base change retitles it)", shaA, created)
 	}
-	if cr := h.lastCheckRun(shaA); !strings.Contains(cr.Title, "merge queue for develop") {
+	if cr := h.lastCheckRun(shaA); !strings.Contains(cr.Title, "for develop: waiting for its checks") {
 		t.Fatalf("check run after the base change = %+v", cr)
 	}
 	// The label goes: the PR leaves, and its run ends.

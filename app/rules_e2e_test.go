@@ -184,9 +184,9 @@ func TestRulesQueuesPerBaseBranch(t *testing.T) {
 		}
 	}
 	titles := map[string]string{
-		shaA: "1st in the merge queue for release-1.x: ",
-		shaB: "1st in the merge queue for master: ",
-		shaC: "2nd of 2 in the merge queue for master, after #2: ",
+		shaA: "First in line for release-1.x: ",
+		shaB: "First in line for master: ",
+		shaC: "In the merge queue for master: ",
 	}
 	for sha, prefix := range titles {
 		if got := h.lastCheckRun(sha).Title; !strings.HasPrefix(got, prefix) {
@@ -226,7 +226,7 @@ func TestRulesMergeableUnknownWaitsThenUpdatesOnStrictBase(t *testing.T) {
 		return len(h.merges()) == 1 && len(h.gh.BranchUpdates()) == 1
 	})
 	h.settle()
-	if !strings.Contains(h.logBuf.String(), "moved while merging; trying again") {
+	if !strings.Contains(h.logBuf.String(), "GitHub is still working out whether it can be merged") || h.gh.CallCount(fakegithub.RouteMerge) != 1 {
 		t.Fatal("GitHub's computing after the base moved was not waited on (no such wait in the log)")
 	}
 	up := h.gh.BranchUpdates()[0]
@@ -260,7 +260,7 @@ func TestRulesMissingReviewWaitsApprovalMerges(t *testing.T) {
 	if q := h.queue(); q[0].Status != leasedo.StatusGatePassed {
 		t.Fatalf("entry = %+v, want gate_passed", q[0])
 	}
-	if got, want := h.lastCheckRun(shaA).Title, "1st in the merge queue for master: waiting for an approving review"; got != want {
+	if got, want := h.lastCheckRun(shaA).Title, "First in line for master: waiting for an approving review"; got != want {
 		t.Fatalf("check run title = %q, want %q", got, want)
 	}
 	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 0 {
@@ -481,7 +481,7 @@ func TestRulesOperatorProblemsBlockNotBounce(t *testing.T) {
 					t.Fatalf("%s: GET /queue = %+v, want #9 blocked with %q", when, q, c.reason)
 				}
 				run := h.lastCheckRun(shaA)
-				if !strings.HasPrefix(run.Title, "1st in the merge queue for master: blocked until an administrator acts: ") ||
+				if !strings.HasPrefix(run.Title, "Blocked until an administrator acts: ") ||
 					!strings.Contains(run.Title, c.reason) || !strings.Contains(run.Summary, c.reason) || run.Status == "completed" {
 					t.Fatalf("%s: check run = %+v, want it to say what the operator must change", when, run)
 				}

@@ -163,7 +163,8 @@ func (a *App) resolveCredentials() (Credentials, error) {
 // metrics.
 func (a *App) newForge(appID int64, key []byte) (*forge.Client, error) {
 	fc, err := forge.New(forge.Config{BaseURL: a.cfg.GitHubURL, AppID: appID, PrivateKey: key,
-		Clock: a.cfg.Clock.Now, UserAgent: "mergegate (replica " + a.cfg.Replica + ")", Transport: a.Metrics.githubTransport(nil), Logger: a.log})
+		Clock: a.cfg.Clock.Now, UserAgent: "mergegate (replica " + a.cfg.Replica + ")", Transport: a.Metrics.githubTransport(nil), Logger: a.log,
+		WritesPerMinute: a.cfg.WritesPerMinute, WritesPerHour: a.cfg.WritesPerHour})
 	if err != nil {
 		return nil, fmt.Errorf("GitHub App: %w", err)
 	}

@@ -43,7 +43,11 @@ import (
 // promoted to a regular entry and then answers 304 like any other.
 
 const (
-	defaultCacheEntries = 10000
+	// defaultCacheEntries holds the gate reads of every queued entry too
+	// (its check runs, statuses and suites: three each), so that a cron
+	// pass over 10,000 unchanged entries is all 304s; the byte bound
+	// stays what limits the heap.
+	defaultCacheEntries = 50000
 	// defaultCacheBytes bounds the cache's heap. The target is a one-VM
 	// install whose RSS stays under 100 MB, most of which the webhook path
 	// takes under sustained load (docs/performance.md), and with the GC's
@@ -367,7 +371,7 @@ func (t *cacheTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(body))
-		t.cache.put(newCacheEntry(key, resp.Header.Clone(), body), coldOps[op])
+		t.cache.put(newCacheEntry(key, keptHeaders(resp.Header), body), coldOps[op])
 		return resp, nil
 	default:
 		t.cache.count(op, false)
@@ -376,6 +380,22 @@ func (t *cacheTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
+}
+
+// cachedHeaders are the headers of a 200 that its replay from the cache
+// needs (go-github reads the pagination links and the media type); the
+// rest of GitHub's ~25 (request ids, security headers, rate-limit ones,
+// which the 304 brings fresh) would take most of a small entry's bytes.
+var cachedHeaders = []string{"Content-Type", "Link", "Etag", "Last-Modified", "X-Github-Media-Type"}
+
+func keptHeaders(h http.Header) http.Header {
+	out := make(http.Header, len(cachedHeaders))
+	for _, k := range cachedHeaders {
+		if v := h.Values(k); len(v) > 0 {
+			out[k] = append([]string(nil), v...)
+		}
+	}
+	return out
 }
 
 // cachedResponse rebuilds a 200 from the cache entry, keeping the fresh

@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -65,6 +66,9 @@ type CheckRun struct {
 	Conclusion string // required when Status is completed
 	Title      string
 	Summary    string
+	// DetailsURL links the run to where its full story is (the
+	// repository's page on mergegate's dashboard); empty: none.
+	DetailsURL string
 }
 
 // DefaultCheckRunName is the name of mergegate's own check run. EvaluateGate
@@ -135,6 +139,9 @@ func (c *Client) CreateCheckRun(ctx context.Context, tenant, repo, sha string, c
 	cl.sha = sha
 	cr = cr.withDefaults()
 	opts := github.CreateCheckRunOptions{Name: cr.Name, HeadSHA: sha, Output: cr.output()}
+	if cr.DetailsURL != "" {
+		opts.DetailsURL = github.String(cr.DetailsURL)
+	}
 	if cr.Status != "" {
 		opts.Status = github.String(cr.Status)
 	}
@@ -156,6 +163,9 @@ func (c *Client) UpdateCheckRun(ctx context.Context, tenant, repo string, id int
 	}
 	cr = cr.withDefaults()
 	opts := github.UpdateCheckRunOptions{Name: cr.Name, Output: cr.output()}
+	if cr.DetailsURL != "" {
+		opts.DetailsURL = github.String(cr.DetailsURL)
+	}
 	if cr.Status != "" {
 		opts.Status = github.String(cr.Status)
 	}
@@ -188,7 +198,8 @@ func (cr CheckRun) output() *github.CheckRunOutput {
 	if summary == "" {
 		summary = title
 	}
-	return &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)}
+	title = clip(strings.ReplaceAll(title, "\n", " "), maxCheckRunTitle)
+	return &github.CheckRunOutput{Title: github.String(title), Summary: github.String(clip(summary, maxCheckRunSummary))}
 }
 
 // ListInstallationRepos lists the full names of every repository the

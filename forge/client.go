@@ -10,7 +10,7 @@
 //	go-github → authTransport (a token GitHub refuses is dropped; see auth.go)
 //	          → ghinstallation.Transport (installation token, cached and refreshed)
 //	          → inflight (at most InstallationConcurrency requests at once; the
-//	            Timeout; see inflight.go)
+//	            Timeout; the write budget, by class; see inflight.go, budget.go)
 //	          → rateGuard (refuses to send while rate-limited; see ratelimit.go)
 //	          → cacheTransport (ETag conditional GETs; see cache.go)
 //	          → Config.Transport (or http.DefaultTransport)
@@ -69,6 +69,14 @@ type Config struct {
 	// 4): GitHub asks integrators not to send a token's requests
 	// concurrently (secondary rate limits). Others wait their turn.
 	InstallationConcurrency int
+	// WritesPerMinute and WritesPerHour bound each installation's
+	// content-generating requests (budget.go), below GitHub's secondary
+	// limits of 80 and 500: 0 means DefaultWritesPerMinute and
+	// DefaultWritesPerHour, a negative value no bound on that window
+	// (GitHub Enterprise Server has none unless its administrator set
+	// them). Replicas share them (SetReplicas).
+	WritesPerMinute int
+	WritesPerHour   int
 	// CacheEntries bounds the conditional-request cache (default 10000).
 	CacheEntries int
 	// CacheBytes bounds the conditional-request cache's memory (default
@@ -103,10 +111,11 @@ type Client struct {
 // installation is one tenant's go-github client, rate-limit state and
 // request slots (nil for the App's own client).
 type installation struct {
-	gh    *github.Client
-	lim   *limiter
-	slots *inflight
-	auth  *authTransport // nil for the App's own client
+	gh     *github.Client
+	lim    *limiter
+	slots  *inflight
+	budget *writeBudget
+	auth   *authTransport // nil for the App's own client
 }
 
 // New validates cfg (App id, PEM key, base URL) and returns a Client. No
@@ -144,6 +153,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "mergegate"
 	}
+	if cfg.WritesPerMinute == 0 {
+		cfg.WritesPerMinute = DefaultWritesPerMinute
+	}
+	if cfg.WritesPerHour == 0 {
+		cfg.WritesPerHour = DefaultWritesPerHour
+	}
 	return &Client{
 		cfg:   cfg,
 		base:  base,
@@ -176,6 +191,8 @@ func (c *Client) installation(tenant string) (*installation, error) {
 	lim := &limiter{tenant: tenant, clock: c.cfg.Clock}
 	below := newInflight(c.perInstallationLocked(), c.cfg.Timeout, c.cfg.MergeTimeout,
 		&rateGuard{lim: lim, next: &cacheTransport{inst: tenant, cache: c.cache, next: c.cfg.Transport}})
+	below.budget = newWriteBudget(tenant, c.cfg.Clock, c.cfg.WritesPerMinute, c.cfg.WritesPerHour, c.cfg.Logger)
+	below.budget.setReplicas(c.replicas)
 	baseNoSlash := strings.TrimRight(c.base.String(), "/")
 	// One AppsTransport per ghinstallation transport: ghinstallation
 	// mutates it while refreshing a token, so it must not be shared (and
@@ -195,7 +212,7 @@ func (c *Client) installation(tenant string) (*installation, error) {
 	gh.BaseURL = c.base
 	gh.UploadURL = c.base
 	gh.UserAgent = c.cfg.UserAgent
-	in := &installation{gh: gh, lim: lim, slots: below, auth: auth}
+	in := &installation{gh: gh, lim: lim, slots: below, budget: below.budget, auth: auth}
 	c.insts[id] = in
 	return in, nil
 }
@@ -216,6 +233,7 @@ func (c *Client) SetReplicas(n int) {
 	per := c.perInstallationLocked()
 	for _, in := range c.insts {
 		in.slots.slots.setLimit(per)
+		in.budget.setReplicas(n)
 	}
 }
 

@@ -191,7 +191,7 @@ func (c *Client) MergeBranch(ctx context.Context, tenant, repo, base, head, mess
 	cl.sha = head
 	req := &github.RepositoryMergeRequest{Base: github.String(base), Head: github.String(head)}
 	if message != "" {
-		req.CommitMessage = github.String(message)
+		req.CommitMessage = github.String(clip(message, maxCommitMessage))
 	}
 	commit, resp, err := in.gh.Repositories.Merge(ctx, owner, name, req)
 	if err != nil {

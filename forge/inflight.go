@@ -37,6 +37,7 @@ const DefaultInstallationConcurrency = 4
 // go at once.
 type inflight struct {
 	slots   *slots
+	budget  *writeBudget // content-generating requests (budget.go); nil: none
 	timeout time.Duration
 	slow    time.Duration // the timeout of slowOps
 	next    http.RoundTripper
@@ -166,6 +167,18 @@ func WithSendCheck(ctx context.Context, check func() error) context.Context {
 
 func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	if op := Operation(req); t.budget != nil && op != "apps.create-installation-access-token" {
+		points := 1
+		if _, write := writeClass(req); write {
+			points = 5
+		}
+		if err := t.budget.spend(ctx, op, points); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
+		}
+	}
 	if !t.slots.tryAcquire() {
 		start := time.Now()
 		t.waited.Add(1)
@@ -180,6 +193,15 @@ func (t *inflight) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if check, ok := ctx.Value(sendCheckKey{}).(func() error); ok {
 		if err := check(); err != nil {
+			t.slots.release()
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, &notSentError{err}
+		}
+	}
+	if cl, ok := writeClass(req); ok && t.budget != nil {
+		if err := t.budget.take(cl); err != nil {
 			t.slots.release()
 			if req.Body != nil {
 				req.Body.Close()

@@ -20,7 +20,7 @@ func TestMergeAtTheTestedSHA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fakegithub.Merge{Repo: repo, PRNumber: 10, SHA: "tested", Method: "squash", MergeCommitSHA: merged}
+	want := fakegithub.Merge{Repo: repo, PRNumber: 10, SHA: "tested", Method: "squash", MergeCommitSHA: merged, Seq: 1}
 	if got := e.gh.Merges(); len(got) != 1 || got[0] != want {
 		t.Errorf("merges = %+v, want [%+v]", got, want)
 	}

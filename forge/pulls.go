@@ -175,7 +175,8 @@ func (c *Client) MergeWith(ctx context.Context, tenant, repo string, number int,
 	if err := CheckMergeMethod(method); err != nil {
 		return "", fmt.Errorf("forge: unknown merge method %q (%w)", method, err)
 	}
-	res, _, err := in.gh.PullRequests.Merge(ctx, owner, name, number, msg.Message, &github.PullRequestOptions{SHA: sha, MergeMethod: method, CommitTitle: msg.Title})
+	res, _, err := in.gh.PullRequests.Merge(ctx, owner, name, number, clip(msg.Message, maxCommitMessage),
+		&github.PullRequestOptions{SHA: sha, MergeMethod: method, CommitTitle: clip(msg.Title, maxCommitTitle)})
 	if err != nil {
 		return "", cl.classify(ctx, err, true)
 	}
@@ -211,7 +212,7 @@ func (c *Client) Comment(ctx context.Context, tenant, repo string, number int, b
 		return err
 	}
 	cl.number = number
-	_, _, err = in.gh.Issues.CreateComment(ctx, owner, name, number, &github.IssueComment{Body: github.String(body)})
+	_, _, err = in.gh.Issues.CreateComment(ctx, owner, name, number, &github.IssueComment{Body: github.String(clip(body, maxCommentBody))})
 	return cl.classify(ctx, err, false)
 }
 

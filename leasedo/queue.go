@@ -223,6 +223,12 @@ type CheckRunEnd struct {
 	Conclusion string // success, failure or neutral
 	Title      string
 	Summary    string
+	// Comment, when set, is posted on the pull request before the run
+	// ends (a bounce's sentence); Unlabel are labels to take off it.
+	// Both wait in the outbox with the ending: the write budget may hold
+	// them back, and nothing a person needs is dropped.
+	Comment string
+	Unlabel []string
 }
 
 // Bounce takes pr at sha out of the queue (status bounced): its author must
@@ -326,6 +332,25 @@ func (s *Store) Recheck(ctx context.Context, l *Lease, statuses ...string) (int,
 				StatusQueued, l.Key.Tenant, l.Key.Repo, st)
 			if err != nil {
 				return fmt.Errorf("%s: recheck: %w", l.Key, err)
+			}
+			m, _ := res.RowsAffected()
+			n += m
+		}
+		return nil
+	})
+	return int(n), err
+}
+
+// RecheckPRs marks the entries of prs that wait (evaluating, gate passed
+// or blocked) to be read again at the next sync, and returns how many.
+func (s *Store) RecheckPRs(ctx context.Context, l *Lease, prs []int) (int, error) {
+	var n int64
+	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		for _, pr := range prs {
+			res, err := tx.ExecContext(ctx, `UPDATE queue SET status = ? WHERE tenant = ? AND repo = ? AND pr_number = ? AND status IN (?, ?, ?)`,
+				StatusQueued, l.Key.Tenant, l.Key.Repo, pr, StatusEvaluating, StatusGatePassed, StatusBlocked)
+			if err != nil {
+				return fmt.Errorf("%s: recheck #%d: %w", l.Key, pr, err)
 			}
 			m, _ := res.RowsAffected()
 			n += m

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/mergegate/mergegate/forge"
 )
 
 // Config holds the lease's timing rules (docs/lease-protocol.md).
@@ -282,10 +284,10 @@ func reevaluateEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, base stri
 	if sha == "" {
 		return "", &FieldError{Field: "details.sha", Msg: "is required to reevaluate"}
 	}
-	var oldSha string
+	var oldSha, updatedSha string
 	var runID int64
-	err := tx.QueryRowContext(ctx, `SELECT pr_sha, check_run_id FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ? ORDER BY queued_at, id LIMIT 1`,
-		k.Tenant, k.Repo, pr, StatusBounced).Scan(&oldSha, &runID)
+	err := tx.QueryRowContext(ctx, `SELECT pr_sha, check_run_id, branch_updated_sha FROM queue WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ? ORDER BY queued_at, id LIMIT 1`,
+		k.Tenant, k.Repo, pr, StatusBounced).Scan(&oldSha, &runID, &updatedSha)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ResultIgnored, nil
 	}
@@ -293,17 +295,28 @@ func reevaluateEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, base stri
 		return "", fmt.Errorf("%s: reevaluate #%d: %w", k, pr, err)
 	}
 	if oldSha != sha {
-		if runID != 0 {
-			if err := endCheckRun(ctx, tx, k, pr, oldSha, runID, now, CheckRunEnd{Conclusion: "neutral",
-				Title: "Superseded by a new commit", Summary: "New commits were pushed; mergegate checks the new head."}); err != nil {
+		// A new head from mergegate's own update of the branch (it asked
+		// for one at oldSha) keeps no run of its own: the old head's run
+		// ends saying where it went (NoCheckRun).
+		ownUpdate := updatedSha == oldSha
+		next := int64(0)
+		end := CheckRunEnd{Conclusion: "neutral", Title: "Superseded by a new commit", Summary: "New commits were pushed; mergegate checks the new head."}
+		if ownUpdate {
+			next = NoCheckRun
+			end = CheckRunEnd{Conclusion: "neutral", Title: "Branch updated: continues on " + forge.ShortSHA(sha),
+				Summary: "mergegate brought this branch up to date with its base (" + forge.ShortSHA(sha) + "). The pull request keeps its place; " +
+					"it merges when the new commit's required checks pass. Its place in the queue: the dashboard."}
+		}
+		if runID > 0 {
+			if err := endCheckRun(ctx, tx, k, pr, oldSha, runID, now, end); err != nil {
 				return "", err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE queue SET pr_sha = ?, head_at = ?, check_run_id = 0, check_title = '',
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET pr_sha = ?, head_at = ?, check_run_id = ?, check_title = '',
 				base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END, reevaluated_at = ?, status = ?,
 				gate_result = NULL, gate_result_at = NULL, gate_reason = ''
 			WHERE tenant = ? AND repo = ? AND pr_number = ? AND status != ?`,
-			sha, now, base, base, now, StatusQueued, k.Tenant, k.Repo, pr, StatusBounced)
+			sha, now, next, base, base, now, StatusQueued, k.Tenant, k.Repo, pr, StatusBounced)
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE queue SET base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END, reevaluated_at = ?, status = ?,
 				gate_result = NULL, gate_result_at = NULL, gate_reason = ''

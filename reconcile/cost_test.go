@@ -69,8 +69,13 @@ func TestAPICostUnchangedRepositories(t *testing.T) {
 	}
 	t.Logf("first pass: %d requests (%d 304), %d rate-limit points:%s", total1, nm1, usedFirst, routes1)
 
-	e.clock.Advance(5 * time.Minute)
-	e.runAll() // settles: reads the check runs mergegate wrote
+	// Settles: the check runs the write budget held back in the first
+	// pass (50 per installation, 45 a minute for runs created) are
+	// created, and the runs mergegate wrote are read.
+	for range 2 {
+		e.clock.Advance(5 * time.Minute)
+		e.runAll()
+	}
 	usedFirst = e.gh.RateLimitUsed()
 	e.gh.ResetCalls()
 	e.clock.Advance(5 * time.Minute)
@@ -187,5 +192,42 @@ func TestRateLimitErrorStopsTenant(t *testing.T) {
 	e.clock.Advance(61 * time.Second)
 	if sum = e.runAll(); sum.Reconciled != 3 || sum.Fixed != 3 {
 		t.Errorf("after retry-after: %+v, want 3 reconciled and joined", sum)
+	}
+}
+
+// An unchanged cron pass reads again each base's head and a sixth of the
+// entries behind it, in turn: every entry at least once in six passes
+// (half an hour at the 5-minute period), not all of them every pass.
+func TestCronPassReadsTheHeadAndATurnOfTheRest(t *testing.T) {
+	e := newEnv(t)
+	const repo, n = "octo/long", 12
+	e.gh.AddRepo(tenant, repo, "main")
+	for i := 1; i <= n; i++ {
+		e.gh.AddPR(repo, fakegithub.PR{Number: i, Labels: []string{"automerge"}})
+	}
+	e.clock.Advance(5 * time.Minute)
+	e.runAll() // rebuilds the queue: every entry read once
+	read := map[string]int{}
+	var perPass []int
+	for pass := 0; pass < recheckSpread; pass++ {
+		e.clock.Advance(5 * time.Minute)
+		e.gh.ResetCalls()
+		e.runAll()
+		count := 0
+		for _, c := range e.gh.Calls() {
+			if c.Route == fakegithub.RouteListCheckRuns {
+				read[c.Path]++
+				count++
+			}
+		}
+		perPass = append(perPass, count)
+	}
+	if len(read) != n {
+		t.Errorf("%d of %d entries read again in %d passes: %v", len(read), n, recheckSpread, read)
+	}
+	for i, c := range perPass {
+		if c > 1+(n-1)/recheckSpread+1 {
+			t.Errorf("pass %d read %d entries' checks, want the head and about a sixth of the other %d (%v)", i+1, c, n-1, perPass)
+		}
 	}
 }

@@ -74,7 +74,7 @@ func TestEachRepositoryItsOwnPolicy(t *testing.T) {
 		t.Errorf("octo/plain merged %+v, want #1 with merge (the default; its label means nothing there)", plain)
 	}
 	pr1, _ := e.gh.PR("octo/strict", 1)
-	if got := e.lastTitle(pr1.HeadSHA); !strings.Contains(got, `waits, the label "do-not-merge" keeps it from merging`) {
+	if got := e.lastTitle(pr1.HeadSHA); !strings.Contains(got, `Waits, the label "do-not-merge" keeps it from merging`) {
 		t.Errorf("#1's check run = %q", got)
 	}
 	eff := e.r.syncer.Policies().Get(e.key("octo/strict"))
@@ -205,10 +205,10 @@ func TestFreezeAndThaw(t *testing.T) {
 	if m := e.gh.Merges(); len(m) != 0 {
 		t.Fatalf("a frozen queue merged %+v", m)
 	}
-	if got := e.lastTitle(pr1.HeadSHA); got != "1st in the merge queue for main: frozen: release Friday" {
+	if got := e.lastTitle(pr1.HeadSHA); got != "frozen: release Friday · First in line for main" {
 		t.Errorf("#1's title = %q", got)
 	}
-	if got := e.lastTitle(pr2.HeadSHA); !strings.HasPrefix(got, "frozen: release Friday · 2nd of 2") {
+	if got := e.lastTitle(pr2.HeadSHA); got != "frozen: release Friday · Checks passed: waits its turn in the merge queue for main" {
 		t.Errorf("#2's title = %q", got)
 	}
 	if _, err := e.r.syncer.Policies().Freeze(e.ctx, k, "", false, "released", "bob"); err != nil {
@@ -234,7 +234,7 @@ func TestPriorityLabels(t *testing.T) {
 	if got := e.prs("octo/app"); len(got) != 2 || got[0] != 2 {
 		t.Fatalf("queue = %v, want #2 (urgent) first", got)
 	}
-	if got := e.lastTitle(pr2.HeadSHA); !strings.HasPrefix(got, "1st in the merge queue for main (priority urgent):") {
+	if got := e.lastTitle(pr2.HeadSHA); !strings.HasPrefix(got, "First in line for main (priority urgent):") {
 		t.Errorf("#2's title = %q", got)
 	}
 }

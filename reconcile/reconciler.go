@@ -14,7 +14,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultConcurrency      = 8
+	DefaultConcurrency      = 16
 	DefaultMinRateRemaining = 100
 	DefaultDeadline         = 4 * time.Minute
 	DefaultGrace            = 30 * time.Second

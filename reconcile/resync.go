@@ -70,13 +70,74 @@ func (r *Reconciler) resync(ctx context.Context, l *leasedo.Lease) ([]leasedo.Fi
 	if err != nil {
 		return fixes, err
 	}
-	if _, err := r.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked); err != nil {
+	if cronPass(ctx) {
+		after, err := r.store.Items(ctx, k)
+		if err != nil {
+			return fixes, err
+		}
+		if _, err := r.store.RecheckPRs(ctx, l, r.toRecheck(k, after, r.clock.Now())); err != nil {
+			return fixes, err
+		}
+	} else if _, err := r.store.Recheck(ctx, l, leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked); err != nil {
 		return fixes, err
 	}
-	if _, err := r.syncer.Sync(ctx, l); err != nil {
-		return fixes, err
+	wait, err := r.syncer.Sync(ctx, l)
+	if _, held := forge.IsWriteBudget(err); held || (err == nil && wait > 0) {
+		// Writes the budget held back (check runs of rebuilt entries, a
+		// merge) or more to do: the engine's worker follows up, on its
+		// own retries, past this pass's deadline.
+		if r.onChange != nil {
+			r.onChange(l.Key)
+		}
+		err = nil
 	}
-	return fixes, nil
+	return fixes, err
+}
+
+type cronPassKey struct{}
+
+// cronPass: ctx is the cron's pass over every repository (RunAll), not a
+// pass asked for one repository (POST /reconcile, mergegate reconcile).
+func cronPass(ctx context.Context) bool {
+	on, _ := ctx.Value(cronPassKey{}).(bool)
+	return on
+}
+
+// recheckSpread is how many cron passes it takes to read every waiting
+// entry behind the heads again (a sixth each pass: with the 5-minute
+// period, each about every half hour).
+const recheckSpread = 6
+
+// toRecheck are the entries the cron's pass reads again, so that a check
+// or review event that was lost is repaired: the head of each serial
+// base (a lost event there holds up the queue), every entry of a train
+// base (the train judges them together), every blocked entry (the
+// operator may have fixed it), and a sixth of the others, in turn. Reading
+// every entry every pass cost three requests each, 30,000 a pass over
+// 10,000 queued entries: more than an installation's hourly quota at
+// GitHub's pace, and no longer inside the period. An entry behind the
+// head whose event was lost is read when it becomes the head, at the
+// latest.
+func (r *Reconciler) toRecheck(k leasedo.Key, items []leasedo.Item, now time.Time) []int {
+	turn := int(now.Unix()/int64((5*time.Minute)/time.Second)) % recheckSpread
+	heads := map[string]bool{}
+	var out []int
+	for _, it := range items {
+		switch it.Status {
+		case leasedo.StatusEvaluating, leasedo.StatusGatePassed, leasedo.StatusBlocked:
+		default:
+			continue
+		}
+		head := !heads[it.BaseRef] && it.Status != leasedo.StatusBlocked
+		if head {
+			heads[it.BaseRef] = true
+		}
+		if head || it.Status == leasedo.StatusBlocked || it.BaseRef == "" || r.syncer.policyOf(k, it.BaseRef).InTrain() ||
+			rules.InGitHubQueue(it) || (it.PRNumber+turn)%recheckSpread == 0 {
+			out = append(out, it.PRNumber)
+		}
+	}
+	return out
 }
 
 // syncQueued removes queued PRs that are closed (confirmed with a GET: the

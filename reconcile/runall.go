@@ -96,6 +96,7 @@ func (r *Reconciler) RunAll(ctx context.Context) (Summary, error) {
 // recorded; negative: no claim).
 func (r *Reconciler) runAll(ctx context.Context, every time.Duration) (Summary, error) {
 	start := time.Now()
+	ctx = context.WithValue(ctx, cronPassKey{}, true)
 	var sum Summary
 	stops := &tenantStops{stopped: map[string]bool{}}
 	var disc *discovery

@@ -50,13 +50,38 @@ func TestRunAllAtScale(t *testing.T) {
 
 	for pass, want := range []int{repos * prs / 2, 0} {
 		start := time.Now()
+		// The clocks (mergegate's and the fake's, one) move with real
+		// time during the pass, as GitHub's windows do: its limits of 900
+		// points a minute per endpoint and mergegate's write budget are
+		// per minute of real time, not per pass.
+		stop := make(chan struct{})
+		ticking := make(chan struct{})
+		go func() {
+			defer close(ticking)
+			last := time.Now()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				now := time.Now()
+				e.clock.Advance(now.Sub(last))
+				last = now
+			}
+		}()
 		sum := e.runAll()
+		close(stop)
+		<-ticking
 		took := time.Since(start)
 		total, notModified, routes := callSummary(e.gh.Calls())
 		t.Logf("pass %d: %d repositories (%d PRs each, %s per request), %d fixed, took %s (cron period 5m0s, deadline %s); %d requests (%d 304):%s",
 			pass+1, sum.Reconciled, prs, latency, sum.Fixed, took.Round(time.Millisecond), DefaultDeadline, total, notModified, routes)
 		if sum.Reconciled != repos || sum.Fixed != want || sum.Failed != 0 || sum.Deferred != 0 {
 			t.Fatalf("pass %d = %+v, want %d reconciled, %d fixed", pass+1, sum, repos, want)
+		}
+		if n := e.gh.SecondaryLimited(""); n != 0 {
+			t.Errorf("pass %d: GitHub answered %d requests with a secondary rate limit", pass+1, n)
 		}
 		// The rebuild (11 requests per repository, latency-bound) must
 		// fit the cron's own deadline; an unchanged pass (one 304 per

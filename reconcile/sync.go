@@ -54,6 +54,9 @@ type SyncConfig struct {
 	// Policies are the repositories' own policies over Policy (default:
 	// NewPolicies on Store and Forge).
 	Policies *Policies
+	// DashboardURL, when set, is where people reach mergegate's
+	// dashboard: each check run links its repository's page there.
+	DashboardURL string
 }
 
 // Syncer runs the sync of one repository: the level-triggered pass that
@@ -75,6 +78,7 @@ type Syncer struct {
 	methods map[string]cached[forge.MergeMethods] // tenant:repo
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
 	perms   map[string]cached[forge.Permission]   // tenant:repo@user
+	moved   map[string]time.Time                  // tenant:repo@base: when mergegate last merged into it
 }
 
 type cached[T any] struct {
@@ -128,7 +132,7 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 	return &Syncer{
 		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
-		perms: map[string]cached[forge.Permission]{},
+		perms: map[string]cached[forge.Permission]{}, moved: map[string]time.Time{},
 	}
 }
 
@@ -184,7 +188,9 @@ func (s *Syncer) Sync(ctx context.Context, l *leasedo.Lease) (time.Duration, err
 			break
 		}
 	}
-	if err := s.publish(ctx, l); err != nil {
+	wait, err := s.publish(ctx, l)
+	retry = minRetry(retry, wait)
+	if err != nil {
 		return retry, err
 	}
 	if s.cfg.Observer != nil {
@@ -342,8 +348,13 @@ func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head
 	if !head || f.Gate.Result != forge.GateSuccess {
 		return f, nil
 	}
-	if s.policyOf(k, it.BaseRef).NeedsPR() {
-		// Its labels, title or body decide or go into the merge.
+	if s.policyOf(k, it.BaseRef).NeedsPR() || s.justMoved(k, it.BaseRef) {
+		// Its labels, title or body decide or go into the merge; or
+		// mergegate just merged into its base, and GitHub refuses a merge
+		// ("Base branch was modified") until it has worked out the pull
+		// request's mergeability again: a read that says so (mergeable
+		// null) costs a point, a refused merge one of the installation's
+		// writes.
 		return f, s.readPR(ctx, k, &f)
 	}
 	f.Methods = s.knownMethods(k)
@@ -472,7 +483,7 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			if err := s.store.MarkBranchUpdated(ctx, l, it.PRNumber, it.PRSha, ""); err != nil {
 				return false, 0, err
 			}
-			_, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, "branch being updated from "+it.BaseRef)
+			_, err := s.store.Wait(ctx, l, it.PRNumber, it.PRSha, leasedo.StatusGatePassed, rules.UpdatingPrefix+it.BaseRef)
 			return true, 0, err
 		}
 		return s.refused(ctx, l, f, "update-branch", "", err, handled, depth)
@@ -499,6 +510,9 @@ func (s *Syncer) merge(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 	if err == nil {
 		s.resetRetry(k, it.PRNumber)
 		log.Info().Str("method", a.Method).Str("merge_sha", mergeSHA).Func(strIf("method_note", a.MethodNote)).Msg("merged")
+		s.mu.Lock()
+		s.moved[k.String()+"@"+it.BaseRef] = s.clock.Now()
+		s.mu.Unlock()
 		if err := s.merged(ctx, l, it, a); err != nil {
 			return true, 0, err
 		}
@@ -572,9 +586,9 @@ func (s *Syncer) refused(ctx context.Context, l *leasedo.Lease, f rules.Facts, o
 
 // bounce takes the entry out of the queue and tells its author why, in one
 // sentence (rules.BounceMessage): a comment, the check run, and the trigger
-// label removed so that it does not rejoin by itself. GitHub errors on the
-// comment and the label are the operator's, in the log; the bounce itself
-// is recorded.
+// label removed so that it does not rejoin by itself. The three wait in the
+// outbox with the bounce, and go out through the write budget (publish):
+// none is lost to a budget, an outage or a restart.
 func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, a rules.Action) error {
 	k := l.Key
 	log := s.prLog(k, it.PRNumber, it.PRSha)
@@ -586,21 +600,30 @@ func (s *Syncer) bounce(ctx context.Context, l *leasedo.Lease, it leasedo.Item, 
 	msg := rules.BounceMessage(a.Bounced, it.PRSha, label)
 	log.Info().Str("problem", a.Problem).Str("reason", a.Bounced.Because()).Msg("bounced")
 	if err := s.store.Bounce(ctx, l, it.PRNumber, it.PRSha, a.Bounced.Because(), a.Bounced.Kind == rules.BounceGateFailure,
-		leasedo.CheckRunEnd{Conclusion: "failure", Title: "Out of the merge queue", Summary: msg}); err != nil {
+		leasedo.CheckRunEnd{Conclusion: "failure", Title: "Out of the merge queue", Summary: msg, Comment: msg, Unlabel: labels}); err != nil {
 		return err
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Bounced(k, a.Problem)
 	}
-	if err := s.gh.Comment(ctx, k.Tenant, k.Repo, it.PRNumber, msg); err != nil {
-		log.Error().Err(err).Msg("could not comment on the bounce")
-	}
-	for _, label := range labels { // whichever it carries; one it lacks is a 404, not an error
-		if err := s.gh.RemoveLabel(ctx, k.Tenant, k.Repo, it.PRNumber, label); err != nil {
-			log.Error().Err(err).Str("label", label).Msg("could not remove the trigger label")
-		}
-	}
 	return nil
+}
+
+// movedWindow is how long after mergegate's own merge into a base the next
+// head's pull request is read before it is merged (GitHub recomputes
+// mergeability within seconds).
+const movedWindow = 30 * time.Second
+
+// justMoved: mergegate merged into base within movedWindow.
+func (s *Syncer) justMoved(k leasedo.Key, base string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.moved[k.String()+"@"+base]
+	if age := s.clock.Now().Sub(at); !ok || age < 0 || age >= movedWindow {
+		delete(s.moved, k.String()+"@"+base)
+		return false
+	}
+	return true
 }
 
 // rulesOf reads a base branch's rules, kept for a minute.

@@ -79,6 +79,10 @@ func (p Policy) FrozenReason() string {
 // and the entries behind it go on.
 const HeldPrefix = "held: "
 
+// UpdatingPrefix starts the reason of a head whose branch GitHub is
+// updating from its base.
+const UpdatingPrefix = "branch being updated from "
+
 // Holding says why the policy holds the pull request back ("" when it
 // does not): a blocking label, a title that matches.
 func Holding(pr *PRText, p Policy) string {
@@ -365,7 +369,7 @@ func behind(f Facts) Action {
 	case pr.Fork && !pr.MaintainerCanModify:
 		return waitPassed(fmt.Sprintf("its branch is behind %s, and mergegate may not push to the fork: update the branch, or allow edits by maintainers", pr.BaseRef))
 	case e.BranchUpdatedSha == e.PRSha:
-		return waitPassed("branch being updated from " + pr.BaseRef)
+		return waitPassed(UpdatingPrefix + pr.BaseRef)
 	}
 	return Action{Kind: UpdateBranch}
 }

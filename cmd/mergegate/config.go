@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/forge"
 )
 
 // setting is one flag with its environment variable (README, Configuration).
@@ -45,6 +46,9 @@ var serveSettings = []setting{
 	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
 	{"body-retention", "MERGEGATE_BODY_RETENTION", "24h", "how long the payloads of applied deliveries are kept (their rows, events and audit stay for --retention; at most --retention)"},
 	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", strconv.Itoa(app.DefaultRedeliverBudget), "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
+	{"writes-per-minute", "MERGEGATE_WRITES_PER_MINUTE", strconv.Itoa(forge.DefaultWritesPerMinute), "most content-generating GitHub requests (merges, check runs, comments, ...) per installation a minute, shared by the replicas (GitHub's secondary limit is 80); 0: no bound (GitHub Enterprise Server without secondary limits)"},
+	{"writes-per-hour", "MERGEGATE_WRITES_PER_HOUR", strconv.Itoa(forge.DefaultWritesPerHour), "most content-generating GitHub requests per installation an hour, shared by the replicas (GitHub's secondary limit is 500); 0: no bound"},
+	{"dashboard-url", "MERGEGATE_DASHBOARD_URL", "", "where people reach the dashboard (behind a proxy with its own login): each check run links its repository's page there"},
 	{"replica", "MERGEGATE_REPLICA", "", "this process's name among several replicas on one PostgreSQL database: in leases (held_by), logs and GitHub's User-Agent (default HOST-PID)"},
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
@@ -382,6 +386,20 @@ func (v values) parseAppConfig() (app.Config, error) {
 	if c.RedeliverBudget, err = strconv.Atoi(v["redeliver-budget"]); err != nil || c.RedeliverBudget < 0 {
 		return c, fmt.Errorf("--redeliver-budget %q: want a number, 0 to turn the sweep off", v["redeliver-budget"])
 	}
+	for _, w := range []struct {
+		key string
+		to  *int
+	}{{"writes-per-minute", &c.WritesPerMinute}, {"writes-per-hour", &c.WritesPerHour}} {
+		n, err := strconv.Atoi(v[w.key])
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("--%s %q: want a number of writes, 0 for no bound", w.key, v[w.key])
+		}
+		*w.to = n
+		if n == 0 {
+			*w.to = -1 // 0 on the command line: no bound (0 in Config is the default)
+		}
+	}
+	c.DashboardURL = v["dashboard-url"]
 	if c.AutoMerge, err = strconv.ParseBool(v["auto-merge-trigger"]); err != nil {
 		return c, fmt.Errorf("--auto-merge-trigger %q: want true or false", v["auto-merge-trigger"])
 	}

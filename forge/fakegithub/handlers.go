@@ -237,7 +237,7 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		s.commitPRMerge(rp, pr, method, commit, strings.TrimSpace(title+"\n\n"+body.CommitMessage))
 		s.moveBase(rp, pr.BaseRef, commit, pr)
 		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit,
-			Title: body.CommitTitle, Message: body.CommitMessage})
+			Title: body.CommitTitle, Message: body.CommitMessage, Seq: s.rec.nextSeq()})
 		writeJSON(w, http.StatusOK, obj{"sha": commit, "merged": true, "message": "Pull Request successfully merged"})
 	}
 }
@@ -596,6 +596,6 @@ func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request) {
 func (s *Server) recordCheckRun(action string, rp *repo, cr *checkRun) {
 	s.rec.checkRuns = append(s.rec.checkRuns, CheckRunWrite{
 		Action: action, Repo: rp.fullName, ID: cr.ID, HeadSHA: cr.HeadSHA, Name: cr.Name,
-		Status: cr.Status, Conclusion: cr.Conclusion, Title: cr.Title, Summary: cr.Summary,
+		Status: cr.Status, Conclusion: cr.Conclusion, Title: cr.Title, Summary: cr.Summary, Seq: s.rec.nextSeq(),
 	})
 }

@@ -18,6 +18,8 @@ type Merge struct {
 	// for ("" when GitHub's own were left).
 	Title   string `json:"title,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Seq orders merges and check-run writes among each other.
+	Seq int64 `json:"-"`
 }
 
 // BranchUpdate is a successful update-branch (REST, Method merge) or
@@ -58,6 +60,7 @@ type CheckRunWrite struct {
 	Conclusion string
 	Title      string
 	Summary    string
+	Seq        int64 // orders merges and check-run writes among each other
 }
 
 // Call is one request the server answered.
@@ -72,6 +75,7 @@ type Call struct {
 }
 
 type records struct {
+	seq           int64
 	tokens        int
 	calls         []Call
 	merges        []Merge
@@ -165,4 +169,10 @@ func (s *Server) CheckRuns() []CheckRunWrite {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.rec.checkRuns)
+}
+
+// nextSeq numbers a merge or a check-run write, in the order they happen.
+func (r *records) nextSeq() int64 {
+	r.seq++
+	return r.seq
 }

@@ -105,6 +105,7 @@ type Server struct {
 	manifest      manifestState // the App manifest flow (manifest.go)
 	hooks         deliveryState // the App's webhook deliveries (deliveries.go)
 	ciPending     []*ciRun      // simulated check runs in progress (ci.go)
+	sec           secondaryState
 }
 
 var (
@@ -308,6 +309,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		var done func()
 		w, done = s.busy(tenant, w)
 		defer done()
+		s.busyMu.Lock()
+		busy := s.tenantBusy[tenant]
+		s.busyMu.Unlock()
+		s.mu.Lock()
+		after, limited := s.secondaryLimit(r, route, tenant, busy)
+		if limited {
+			s.record(r, route, tenant, http.StatusForbidden, false, false)
+			s.mu.Unlock()
+			writeSecondary(w, after)
+			return
+		}
+		s.mu.Unlock()
 	}
 	if latency > 0 && !s.sleep(r.Context(), latency) {
 		return

@@ -1,0 +1,316 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mergegate/mergegate/forge/fakegithub"
+)
+
+// writesRun is what one drain of a queue cost in GitHub's budgets.
+type writesRun struct {
+	mode                 string
+	queued, merged       int
+	writes, calls        int
+	took                 time.Duration // simulated
+	peakMinute, peakHour int           // the most writes in any minute, any hour
+	limited              int           // answers of a secondary limit
+}
+
+func (r writesRun) perMerged() float64 { return float64(r.writes) / float64(r.merged) }
+
+// drainWrites queues n pull requests in one repository under policyFile
+// (strict: the base requires up-to-date branches), runs CI of a fixed
+// length until the queue is empty and counts the writes it took. The
+// fake GitHub enforces the secondary limits; the write budget is
+// mergegate's default.
+func drainWrites(t testing.TB, mode string, n int, policyFile string, strict bool) writesRun {
+	t.Helper()
+	h := trainHarness(t, policyFile, fakegithub.CI{})
+	h.horizon = time.Hour // every retry, a budget's wait included, is part of the drain
+	h.gh.SetRequired(testRepo, testBase, []string{"ci"}, strict)
+	h.gh.AllowPush(testRepo, testBase)
+	w0, c0 := h.gh.Writes(testTenant), apiCalls(h)
+	var ns []int
+	for i := 1; i <= n; i++ {
+		ns = append(ns, i)
+	}
+	h.openLabeled(ns...)
+	took := h.runCI(20*n, h.queueEmpty)
+	h.settle()
+	merged := 0 // a train lands by fast-forwarding the base: count the pull requests GitHub says merged
+	for _, i := range ns {
+		if pr, ok := h.gh.PR(testRepo, i); ok && pr.Merged {
+			merged++
+		}
+	}
+	r := writesRun{mode: mode, queued: n, merged: merged, writes: h.gh.Writes(testTenant) - w0, calls: apiCalls(h) - c0, took: took,
+		peakMinute: h.gh.PeakWrites(testTenant, time.Minute), peakHour: h.gh.PeakWrites(testTenant, time.Hour), limited: h.gh.SecondaryLimited("")}
+	if r.merged != n {
+		t.Fatalf("%s: %d of %d merged", mode, r.merged, n)
+	}
+	h.everyRunConcluded()
+	return r
+}
+
+// everyRunConcluded: the last write of each mergegate check run completed it.
+func (h *harness) everyRunConcluded() {
+	h.t.Helper()
+	last := map[int64]fakegithub.CheckRunWrite{}
+	for _, w := range h.gh.CheckRuns() {
+		last[w.ID] = w
+	}
+	for id, w := range last {
+		if w.Status != "completed" {
+			h.t.Errorf("check run %d on %s left %s: %q", id, w.HeadSHA, w.Status, w.Title)
+		}
+	}
+}
+
+// Writes per merged pull request do not grow with the queue: at most 5 in
+// serial mode (its run created, its title changed once its checks passed,
+// concluded, the merge; and the branch's update on a strict base), at 8
+// queued as at 64; the fake's secondary limits never answer.
+func TestWritesPerMergedPRDoNotGrowWithTheQueue(t *testing.T) {
+	sizes := []int{8, 64}
+	if testing.Short() {
+		sizes = []int{8}
+	}
+	var runs []writesRun
+	for _, n := range sizes {
+		for _, strict := range []bool{false, true} {
+			mode := "serial"
+			if strict {
+				mode = "serial, strict base"
+			}
+			r := drainWrites(t, mode, n, "mode: serial\n", strict)
+			runs = append(runs, r)
+			if r.perMerged() > 5 {
+				t.Errorf("%s, %d queued: %d writes for %d merged, %.1f each; want at most 5", mode, n, r.writes, r.merged, r.perMerged())
+			}
+			if r.limited != 0 || r.peakMinute > 60 {
+				t.Errorf("%s, %d queued: %d secondary-limit answers, at most %d writes in a minute; want none and at most 60", mode, n, r.limited, r.peakMinute)
+			}
+		}
+	}
+	t.Log("\n" + writesTable(runs...))
+}
+
+// A queue of 100 in one repository, and 20 repositories of 10 at once
+// under one installation, drain without a secondary-limit answer and
+// within mergegate's budget (60 a minute, 450 an hour).
+func TestDrainsWithinGitHubsSecondaryLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 300 pull requests through the fake GitHub")
+	}
+	r := drainWrites(t, "serial", 100, "mode: serial\n", false)
+	t.Log("\n" + writesTable(r))
+	if r.limited != 0 || r.peakMinute > 60 || r.peakHour > 450 {
+		t.Errorf("100 queued: %d secondary-limit answers, at most %d writes a minute and %d an hour", r.limited, r.peakMinute, r.peakHour)
+	}
+
+	h := newHarness(t)
+	h.horizon = time.Hour
+	const repos, each = 20, 10
+	h.gh.SetWebhook(h.pub+"/webhook", testSecret)
+	for i := 0; i < repos; i++ {
+		repo := fmt.Sprintf("octo/r%02d", i)
+		h.gh.AddRepo(testTenant, repo, testBase)
+		h.gh.SetRequired(repo, testBase, []string{"ci"}, false)
+		h.gh.SimulateCI(repo, fakegithub.CI{Duration: ciLength})
+	}
+	for n := 1; n <= each; n++ {
+		for i := 0; i < repos; i++ {
+			repo := fmt.Sprintf("octo/r%02d", i)
+			pr := h.gh.AddPR(repo, fakegithub.PR{Number: n, BaseRef: testBase, Labels: []string{"automerge"}, Author: "octocat"})
+			h.mustSend("pull_request", h.prPayloadIn(repo, "labeled", n, pr.HeadSHA, "automerge"))
+		}
+	}
+	start := h.clock.Now()
+	for round := 0; len(h.merges()) < repos*each; round++ {
+		if round > 40*each {
+			t.Fatalf("not drained: %d of %d merged", len(h.merges()), repos*each)
+		}
+		h.settle()
+		if at, ok := h.gh.NextCIDue(); ok && at.After(h.clock.Now()) {
+			h.clock.Set(at)
+		} else if at, ok := h.clock.NextTimer(); ok {
+			h.clock.Set(at)
+		}
+		h.gh.CompleteDueChecks()
+	}
+	h.settle()
+	minute, hour, limited := h.gh.PeakWrites(testTenant, time.Minute), h.gh.PeakWrites(testTenant, time.Hour), h.gh.SecondaryLimited("")
+	t.Logf("%d repositories × %d: %d writes, %.1f per merged pull request, at most %d a minute and %d an hour, drained in %s (simulated)",
+		repos, each, h.gh.Writes(testTenant), float64(h.gh.Writes(testTenant))/float64(repos*each), minute, hour, h.clock.Now().Sub(start))
+	if limited != 0 || minute > 60 || hour > 450 {
+		t.Errorf("%d repositories × %d: %d secondary-limit answers, at most %d writes a minute and %d an hour", repos, each, limited, minute, hour)
+	}
+	h.everyRunConcluded()
+}
+
+func writesTable(runs ...writesRun) string {
+	var b strings.Builder
+	b.WriteString("| mode | queued | writes | per merged PR | calls per merged PR | most in a minute | most in an hour | drained in (simulated) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range runs {
+		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %.1f | %d | %d | %s |\n", r.mode, r.queued, r.writes, r.perMerged(), float64(r.calls)/float64(r.merged), r.peakMinute, r.peakHour, r.took.Round(time.Second))
+	}
+	return b.String()
+}
+
+// BenchmarkWritesPerMergedPR is the table of docs/performance.md: writes
+// and calls per merged pull request at 8, 32 and 64 queued, serial and
+// train mode, and a queue of 100 under the write budget (simulated time:
+// one iteration is the measurement):
+// go test -run '^$' -bench WritesPerMergedPR -benchtime 1x ./app
+func BenchmarkWritesPerMergedPR(b *testing.B) {
+	type mode struct {
+		name, file string
+		strict     bool
+	}
+	modes := []mode{{"serial", "mode: serial\n", false}, {"serial-strict", "mode: serial\n", true}, {"train", drainTrainDefaults, false}}
+	var runs []writesRun
+	for _, m := range modes {
+		for _, n := range []int{8, 32, 64, 100} {
+			if n == 100 && m.name != "serial" {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s-%d", m.name, n), func(b *testing.B) {
+				var r writesRun
+				for i := 0; i < b.N; i++ {
+					r = drainWrites(b, m.name, n, m.file, m.strict)
+				}
+				runs = append(runs, r)
+				b.ReportMetric(r.perMerged(), "writes/merge")
+				b.ReportMetric(float64(r.calls)/float64(r.merged), "calls/merge")
+				b.ReportMetric(r.took.Minutes(), "drain-min")
+			})
+		}
+	}
+	b.Log("\n" + writesTable(runs...))
+}
+
+// GitHub's limits may change without notice: a secondary limit answered
+// despite the budget (on a merge, on a bounce's comment) is backed off,
+// the queue keeps its order, and nothing is lost: every good pull request
+// merges once, in order, and each bounce is said once.
+func TestSecondaryLimitDespiteTheBudgetLosesNothing(t *testing.T) {
+	h := trainHarness(t, "mode: serial\n", fakegithub.CI{Bad: []int{3, 6}})
+	h.horizon = time.Hour
+	h.openLabeled(1, 2, 3, 4, 5, 6, 7, 8)
+	h.gh.Fail(fakegithub.RouteMerge, 1, fakegithub.FaultRetryAfter(403, 60))
+	h.gh.Fail(fakegithub.RouteCreateComment, 1, fakegithub.FaultSecondary(403))
+	h.runCI(200, func() bool { return len(h.merges()) == 6 && len(h.gh.Comments()) == 2 })
+	h.settle()
+	var order []int
+	for _, m := range h.merges() {
+		order = append(order, m.PRNumber)
+	}
+	if fmt.Sprint(order) != "[1 2 4 5 7 8]" {
+		t.Errorf("merged %v, want [1 2 4 5 7 8] in queue order, each once", order)
+	}
+	said := map[int]int{}
+	for _, c := range h.gh.Comments() {
+		said[c.PRNumber]++
+	}
+	if len(said) != 2 || said[3] != 1 || said[6] != 1 {
+		t.Errorf("bounce comments %v, want #3 and #6 told once each", said)
+	}
+	removed := map[int]bool{}
+	for _, l := range h.gh.LabelsRemoved() {
+		removed[l.PRNumber] = true
+	}
+	if !removed[3] || !removed[6] {
+		t.Errorf("labels removed from %v, want #3 and #6", removed)
+	}
+	if !strings.Contains(h.logBuf.String(), "GitHub rate limit: the queue waits") {
+		t.Error("the secondary limit was not backed off (no wait in the log)")
+	}
+	h.everyRunConcluded()
+}
+
+// With a tight budget (10 writes a minute) the classes are served in
+// order: merges go out while check-run titles wait, and a title that was
+// held back until its pull request merged is never sent; every run still
+// concludes.
+func TestWriteBudgetMergesFirstAndDropsStaleTitles(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.WritesPerMinute = 10 })
+	h.horizon = time.Hour
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	shas := map[int]string{}
+	for n := 1; n <= 6; n++ {
+		shas[n] = fmt.Sprintf("%040x", n)
+		h.label(n, shas[n])
+	}
+	h.settle() // six runs created (a tell: 7 of 10 a minute)
+	created := len(h.gh.CheckRuns())
+	start := h.clock.Now()
+	_ = created
+	for n := 1; n <= 6; n++ {
+		h.gh.SetCheckRun(testRepo, shas[n], "ci/build", "completed", "success")
+	}
+	for n := 1; n <= 6; n++ {
+		h.checkSuite(shas[n])
+	}
+	h.eventually("all six merged", func() bool { return len(h.merges()) == 6 })
+	h.settle()
+	if !strings.Contains(h.logBuf.String(), "GitHub writes held back") {
+		t.Fatalf("the budget never held anything back (%d runs created first)", created)
+	}
+	mergedAt := map[int]int64{}
+	for _, m := range h.merges() {
+		mergedAt[m.PRNumber] = m.Seq
+	}
+	for _, w := range h.gh.CheckRuns() {
+		if w.Status == "completed" || !strings.HasPrefix(w.Title, "Checks passed") {
+			continue
+		}
+		for n, sha := range shas {
+			if w.HeadSHA == sha && w.Seq > mergedAt[n] {
+				t.Errorf("#%d's title %q was sent after it merged", n, w.Title)
+			}
+		}
+	}
+	if took := h.clock.Now().Sub(start); took < time.Minute {
+		t.Errorf("drained in %s: the budget of 10 a minute should have made it wait", took)
+	}
+	h.everyRunConcluded()
+}
+
+// After a lost database the cron's pass rebuilds the queue without
+// waiting for the write budget; the check runs of the rebuilt entries
+// follow through it afterwards (the engine's retries), never faster than
+// the budget, until every entry has one.
+func TestRebuiltEntriesCheckRunsFollowThroughTheBudget(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.WritesPerMinute = 10 })
+	const n = 30
+	for i := 1; i <= n; i++ {
+		h.gh.AddPR(testRepo, fakegithub.PR{Number: i, HeadSHA: fmt.Sprintf("%040x", i), BaseRef: testBase, Labels: []string{"automerge"}, Author: "octocat"})
+	}
+	h.clock.Advance(time.Minute) // past the resync's grace
+	if _, err := h.app.Reconciler.Pass(h.t.Context(), testKey); err != nil {
+		t.Fatal(err)
+	}
+	if q := h.queue(); len(q) != n {
+		t.Fatalf("rebuilt %d entries, want %d", len(q), n)
+	}
+	inPass := h.gh.Writes(testTenant)
+	if inPass >= n {
+		t.Fatalf("the pass wrote %d check runs itself; want the budget (7 a minute for runs created) to leave most for later", inPass)
+	}
+	h.horizon = time.Hour
+	h.settle()
+	withRun := map[string]bool{}
+	for _, w := range h.gh.CheckRuns() {
+		withRun[w.HeadSHA] = true
+	}
+	if len(withRun) != n {
+		t.Errorf("%d of %d rebuilt entries have a check run", len(withRun), n)
+	}
+	if peak := h.gh.PeakWrites(testTenant, time.Minute); peak > 10 || h.gh.SecondaryLimited("") != 0 {
+		t.Errorf("at most %d writes in a minute (budget 10), %d secondary-limit answers", peak, h.gh.SecondaryLimited(""))
+	}
+	t.Logf("the pass created %d runs; the rest followed over %d writes", inPass, h.gh.Writes(testTenant)-inPass)
+}
