@@ -225,13 +225,13 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 // what is accepted.
 var checks = map[string]func(string) error{
 	"sync": func(s string) error {
-		if s != "normal" && s != "full" {
+		if s := strings.ToLower(s); s != "normal" && s != "full" {
 			return errors.New("want normal or full")
 		}
 		return nil
 	},
 	"log-level": func(s string) error {
-		switch s {
+		switch strings.ToLower(s) {
 		case "debug", "info", "warn", "error":
 			return nil
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -137,6 +138,13 @@ func TestBadValuesRefusedAtStartNamingTheFlag(t *testing.T) {
 		}
 		if code != 2 || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+	// The case of a word is not a mistake (leasedo and zerolog read any).
+	for _, args := range [][]string{{"--sync", "FULL"}, {"--log-level", "Debug"}} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		if _, err := parseSettings(fs, serveSettings, args); err != nil {
+			t.Errorf("%v refused: %v", args, err)
 		}
 	}
 	t.Setenv("MERGEGATE_SYNC", "always")
