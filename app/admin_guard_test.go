@@ -3,8 +3,6 @@ package app
 import (
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -206,36 +204,6 @@ func TestReplicaNameIsAHeaderValue(t *testing.T) {
 			t.Errorf("--replica %q: %v, want ok=%v", cfg.Replica, err, ok)
 		} else if err != nil && !strings.Contains(err.Error(), "--replica") {
 			t.Errorf("refusal does not name the flag: %v", err)
-		}
-	}
-}
-
-// TestREADMECurlLinesWork runs the README's "Try the admin API" block as
-// written, with curl, against a running mergegate (its port swapped in).
-func TestREADMECurlLinesWork(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("curl is not installed (apt-get install -y curl); CI must run the README's curl lines")
-		}
-		t.Skip("curl is not installed (apt-get install -y curl): skipping the README's curl lines")
-	}
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(readme)[strings.Index(string(readme), "## Try the admin API"):]
-	start := strings.Index(section, "```sh\n") + len("```sh\n")
-	block := section[start : start+strings.Index(section[start:], "```")]
-	h := newHarness(t, withoutGitHub)
-	_, port, _ := strings.Cut(strings.TrimPrefix(h.admin, "http://"), ":")
-	script := strings.ReplaceAll(block, "localhost:8081", "localhost:"+port)
-	out, err := exec.Command("sh", "-c", script).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	for _, want := range []string{`"result": "joined"`, `"locked": false`, `"acquired": true`, `"error": "locked"`, `"released": true`, `"fixed": []`, `"queueLength": 1`} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the README's curl lines did not answer %s:\n%s", want, out)
 		}
 	}
 }

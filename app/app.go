@@ -234,7 +234,11 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 			return nil, err
 		}
 	} else {
-		log.Warn().Msg("no GitHub App id and key: deliveries are stored and applied to queues, but gates wait and nothing merges; the public listener serves the set-up page")
+		if db.Postgres() {
+			log.Warn().Msg("no GitHub App id and key: deliveries are stored and applied to queues, but gates wait and nothing merges. " + postgresRefusal)
+		} else {
+			log.Warn().Msg("no GitHub App id and key: deliveries are stored and applied to queues, but gates wait and nothing merges; the public listener serves the set-up page")
+		}
 		a.setup = newSetupFlow(a)
 	}
 	if a.Engine, a.Reconciler, a.Cron, err = a.wire(a.Forge); err != nil {

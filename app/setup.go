@@ -118,7 +118,28 @@ type setupPage struct {
 
 type kv struct{ Key, Value string }
 
+// postgresRefusal is what the set-up pages answer on PostgreSQL: the
+// credentials file sits beside a SQLite file, and a connection string
+// names no folder to put it in.
+const postgresRefusal = "On PostgreSQL pass --app-id, --private-key and --webhook-secret " +
+	"(GITHUB_APP_ID, GITHUB_PRIVATE_KEY_PATH, GITHUB_WEBHOOK_SECRET) and restart mergegate: " +
+	"the set-up page stores credentials only beside a SQLite file. Create the App on GitHub by hand " +
+	"(docs/operations.md, \"Register the GitHub App\"), or register it with a first start on SQLite and move with mergegate migrate-store."
+
+// refusePostgres answers the set-up pages on PostgreSQL; true when it did.
+func (f *setupFlow) refusePostgres(w http.ResponseWriter) bool {
+	if !f.a.DB.Postgres() {
+		return false
+	}
+	setupRender(w, http.StatusNotImplemented, "setup_error", setupMessage{Title: "The set-up page cannot store credentials on PostgreSQL",
+		Message: postgresRefusal})
+	return true
+}
+
 func (f *setupFlow) page(w http.ResponseWriter, r *http.Request) {
+	if f.refusePostgres(w) {
+		return
+	}
 	q := r.URL.Query()
 	p := setupPage{Title: "Set up mergegate", GitHubWeb: WebURL(f.a.cfg.GitHubURL),
 		Credentials: CredentialsPath(f.a.cfg.DB)}
@@ -178,6 +199,9 @@ type setupMessage struct {
 }
 
 func (f *setupFlow) callback(w http.ResponseWriter, r *http.Request) {
+	if f.refusePostgres(w) {
+		return
+	}
 	log := f.a.log
 	q := r.URL.Query()
 	code, state := q.Get("code"), q.Get("state")

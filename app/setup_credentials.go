@@ -18,7 +18,8 @@ import (
 
 // Credentials are what the App manifest flow gives: the App's id, private
 // key and webhook secret. They are stored in a file of mode 0600 beside the
-// database (CredentialsPath) and never logged.
+// SQLite database (CredentialsPath; on PostgreSQL, nowhere: the flags give
+// them) and never logged.
 type Credentials struct {
 	AppID         int64     `json:"app_id"`
 	Slug          string    `json:"slug,omitempty"`
@@ -124,8 +125,8 @@ func (a *App) resolveCredentials() (Credentials, error) {
 		}
 		c.PrivateKey = string(key)
 	}
-	if c.AppID != 0 && c.WebhookSecret != "" {
-		return c, nil
+	if (c.AppID != 0 && c.WebhookSecret != "") || a.DB.Postgres() {
+		return c, nil // on PostgreSQL there is no file: --db is a connection string, not a path
 	}
 	path := CredentialsPath(a.cfg.DB)
 	f, err := ReadCredentials(path)

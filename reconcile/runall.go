@@ -161,8 +161,12 @@ func (r *Reconciler) runAll(ctx context.Context, every time.Duration) (Summary, 
 	sum.RateLimited = stops.list()
 	sum.Took = time.Since(start)
 
-	r.log.Info().Int("discovered", sum.Discovered).Int("repos", sum.Repos).Int("reconciled", sum.Reconciled).
-		Int("skipped", sum.Skipped).Int("others", sum.Others).Str("discovery", sum.Discovery).Int("suspended", sum.Suspended).Int("deferred", sum.Deferred).Int("gone", sum.Gone).
+	ev := r.log.Info()
+	if sum.Discovery != "" { // a key is left out rather than logged empty (docs/operations.md, Logs)
+		ev = ev.Str("discovery", sum.Discovery)
+	}
+	ev.Int("discovered", sum.Discovered).Int("repos", sum.Repos).Int("reconciled", sum.Reconciled).
+		Int("skipped", sum.Skipped).Int("others", sum.Others).Int("suspended", sum.Suspended).Int("deferred", sum.Deferred).Int("gone", sum.Gone).
 		Int("unfinished", sum.Unfinished).Int("failed", sum.Failed).Int("fixed", sum.Fixed).Int("stale_leases", sum.StaleLeases).
 		Strs("rate_limited", sum.RateLimited).Int64("took_ms", sum.Took.Milliseconds()).Msg("reconcile run")
 	switch {

@@ -19,7 +19,7 @@ import (
 )
 
 func backupSettings() []setting {
-	return append(dbSettings(), setting{"to", "", "", "file to write the copy to (must not exist)"})
+	return append(dbReadSettings(), setting{"to", "", "", "file to write the copy to (must not exist)"})
 }
 
 // backupCmd copies the database while mergegate runs: VACUUM INTO writes a

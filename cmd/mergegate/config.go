@@ -4,6 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -50,6 +53,15 @@ var serveSettings = []setting{
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
+}
+
+// allSettings are every command's settings (a config file may hold any).
+func allSettings() []setting {
+	var out []setting
+	for _, l := range [][]setting{serveSettings, reconcileSettings(), replaySettings, backupSettings(), exportSettings(), migrateStoreSettings()} {
+		out = append(out, l...)
+	}
+	return out
 }
 
 // isBool: a setting whose default is true or false is a boolean flag:
@@ -140,11 +152,19 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 		}
 		ptrs[s.name] = fs.String(s.name, s.def, usage)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageError{err}
+	// The flag package prints its own error and the whole help on a bad
+	// command line; mergegate says one line instead, with the flag as the
+	// docs write it and where the help is (-h prints the help itself).
+	output := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(output)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return nil, err
+	}
+	if err != nil {
+		return nil, usageError{flagError(fs.Name(), err)}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -190,8 +210,80 @@ func parseSettings(fs *flag.FlagSet, list []setting, args []string) (values, err
 		out[s.name] = v
 		rememberDSN(v) // a PostgreSQL connection string's password never printed (redact.go)
 	}
+	for _, s := range list {
+		if check := checks[s.name]; check != nil {
+			if err := check(out[s.name]); err != nil {
+				return nil, usageError{out.explain(fmt.Errorf("--%s %q: %w", s.name, out[s.name], err))}
+			}
+		}
+	}
 	return out, nil
 }
+
+// checks are the values that can be judged alone, checked as soon as the
+// command line is read by every command that has the setting; the
+// values that depend on others are checked by appConfig. Each error says
+// what is accepted.
+var checks = map[string]func(string) error{
+	"sync": func(s string) error {
+		if s := strings.ToLower(s); s != "normal" && s != "full" {
+			return errors.New("want normal or full")
+		}
+		return nil
+	},
+	"log-level": func(s string) error {
+		switch strings.ToLower(s) {
+		case "debug", "info", "warn", "error":
+			return nil
+		}
+		return errors.New("want debug, info, warn or error")
+	},
+	"log-format": func(s string) error {
+		if s != "json" && s != "console" {
+			return errors.New("want json or console")
+		}
+		return nil
+	},
+	"github-url": func(s string) error {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return errors.New("want GitHub's REST base URL: https://api.github.com/, or https://HOST/api/v3/ for GitHub Enterprise Server")
+		}
+		return nil
+	},
+	"addr":       hostPort(":8080"),
+	"admin-addr": hostPort("127.0.0.1:8081"),
+}
+
+func hostPort(example string) func(string) error {
+	return func(s string) error {
+		if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+			return fmt.Errorf("want HOST:PORT or :PORT, such as %s", example)
+		}
+		return nil
+	}
+}
+
+// flagError rewrites the flag package's parse errors ("flag provided but
+// not defined: -x") as mergegate says them, with --flag and where the
+// command's help is.
+func flagError(cmd string, err error) error {
+	msg := err.Error()
+	var m []string
+	switch {
+	case strings.HasPrefix(msg, "flag provided but not defined: "):
+		msg = "unknown flag --" + strings.TrimLeft(strings.TrimPrefix(msg, "flag provided but not defined: "), "-")
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		msg = "--" + strings.TrimLeft(strings.TrimPrefix(msg, "flag needs an argument: "), "-") + " needs a value"
+	default:
+		if m = flagValueError.FindStringSubmatch(msg); m != nil {
+			msg = "--" + m[2] + " " + m[1] + ": " + m[3]
+		}
+	}
+	return fmt.Errorf("%s (mergegate help %s lists its flags)", msg, cmd)
+}
+
+var flagValueError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-+([a-z0-9-]+): (.*)$`)
 
 // readConfigFile reads a YAML map whose keys are flag names.
 func readConfigFile(path string, list []setting) (map[string]string, error) {
@@ -203,15 +295,25 @@ func readConfigFile(path string, list []setting) (map[string]string, error) {
 	if err := yaml.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
+	// One config file may serve every command: a key of another
+	// command's flag is left for that command; a key no command has is
+	// refused (a typo would silently do nothing).
 	known := map[string]bool{}
-	for _, s := range list {
+	for _, s := range append(allSettings(), list...) {
 		known[s.name] = true
+	}
+	mine := map[string]bool{}
+	for _, s := range list {
+		mine[s.name] = true
 	}
 	out := map[string]string{}
 	var unknown []string
 	for k, v := range raw {
 		if !known[k] || k == "config" {
 			unknown = append(unknown, k)
+			continue
+		}
+		if !mine[k] {
 			continue
 		}
 		switch v.(type) {
@@ -245,27 +347,34 @@ func (v values) parseAppConfig() (app.Config, error) {
 		RecordDir: v["record"], Replica: v["replica"],
 	}
 	var err error
-	dur := func(name string) time.Duration {
+	dur := func(name, example string) time.Duration {
 		if err != nil {
 			return 0
 		}
 		d, e := time.ParseDuration(v[name])
-		if e != nil {
-			err = fmt.Errorf("--%s %q: want a duration like 30s or 5m", name, v[name])
+		if e != nil || d <= 0 {
+			err = fmt.Errorf("--%s %q: want a positive duration like %s", name, v[name], example)
 		}
 		return d
 	}
-	c.ReconcileEvery = dur("reconcile-every")
-	c.LeaseTTL = dur("lease-ttl")
-	c.LeaseDead = dur("lease-dead")
-	c.Retention = dur("retention")
-	c.BodyRetention = dur("body-retention")
-	if err == nil && c.BodyRetention <= 0 {
-		err = fmt.Errorf("--body-retention %q: want a positive duration like 24h", v["body-retention"])
+	c.ReconcileEvery = dur("reconcile-every", "5m")
+	c.LeaseTTL = dur("lease-ttl", "30s")
+	c.LeaseDead = dur("lease-dead", "90s")
+	c.Retention = dur("retention", "72h")
+	c.BodyRetention = dur("body-retention", "24h")
+	if err == nil && c.BodyRetention > c.Retention {
+		err = fmt.Errorf("--body-retention %s is longer than --retention %s: want at most --retention (a delivery's row, which holds its payload, is pruned after --retention)", v["body-retention"], v["retention"])
 	}
-	c.CheckTimeout = dur("check-timeout")
-	if c.CheckTimeout == 0 && err == nil {
-		c.CheckTimeout = -1 // 0 on the command line: never (0 in Config is the default)
+	if err == nil {
+		d, e := time.ParseDuration(v["check-timeout"])
+		switch {
+		case e != nil || d < 0:
+			err = fmt.Errorf("--check-timeout %q: want a duration like 1h, or 0 to wait forever", v["check-timeout"])
+		case d == 0:
+			c.CheckTimeout = -1 // 0 on the command line: never (0 in Config is the default)
+		default:
+			c.CheckTimeout = d
+		}
 	}
 	if err != nil {
 		return c, err

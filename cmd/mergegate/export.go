@@ -13,7 +13,7 @@ import (
 )
 
 func exportSettings() []setting {
-	return append(dbSettings(),
+	return append(dbReadSettings(),
 		setting{"tenant", "", "", "installation id"},
 		setting{"repo", "", "", "owner/name"},
 		setting{"since", "", "", "only deliveries received this long ago or later (e.g. 6h); empty: every delivery whose body is kept"},

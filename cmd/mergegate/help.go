@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // commandHelp is what `mergegate help NAME` and `mergegate NAME -h` print,
@@ -48,7 +49,18 @@ var commandHelp = map[string]struct{ synopsis, about string }{
 			"each table; then start mergegate serve --db on the PostgreSQL database.\n" +
 			"The password of --to is never printed (PGPASSWORD or ~/.pgpass keep it\n" +
 			"out of the command line)."},
-	"version": {"version", "Print the version, the commit and the schema version this binary expects."},
+	"validate": {"validate [FILE...]",
+		"Check repository policy files (.github/mergegate.yml) exactly as the server\n" +
+			"reads them, and print each problem as FILE:LINE:COLUMN: PROBLEM. With no FILE,\n" +
+			"or FILE -, it reads standard input. Exit 0 when every file is good, 1 when\n" +
+			"one has a problem or cannot be read, 2 on a bad command line. For a\n" +
+			"pre-commit hook or a CI step: docs/configuration.md."},
+	"healthcheck": {"healthcheck [--addr ADDR]",
+		"GET /healthz of the mergegate listening at --addr on this host (a host-less\n" +
+			"or 0.0.0.0 address is asked on 127.0.0.1) and exit 0 when it answers 200,\n" +
+			"1 otherwise, saying what it answered: a container's HEALTHCHECK, where the\n" +
+			"image has no curl."},
+	"version": {"version", "Print the version, the commit, the Go version it was built with and the\nschema version this binary expects."},
 	"help":    {"help [COMMAND]", "Print the list of commands, or one command's help."},
 }
 
@@ -60,9 +72,30 @@ func setUsage(fs *flag.FlagSet, name string) {
 func printCommandHelp(w io.Writer, name string, fs *flag.FlagSet) {
 	h := commandHelp[name]
 	fmt.Fprintf(w, "usage: mergegate %s\n\n%s\n", h.synopsis, h.about)
-	if fs == nil {
+	n := 0
+	if fs != nil {
+		fs.VisitAll(func(*flag.Flag) { n++ })
+	}
+	if n == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\nflags (one marked (env NAME) also reads that variable; a flag wins over\nthe environment, which wins over the --config file's key of the same name):\n")
-	fs.PrintDefaults()
+	printFlags(w, fs)
+}
+
+// printFlags is flag.PrintDefaults with each flag written --name, as the
+// docs and the error messages write it.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		line := "  --" + f.Name
+		kind, usage := flag.UnquoteUsage(f)
+		if kind != "" {
+			line += " " + kind
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if f.DefValue != "" && f.DefValue != "false" {
+			line += fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
 }

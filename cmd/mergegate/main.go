@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -39,10 +40,13 @@ Usage:
   mergegate backup --db FILE --to COPY         copy the database (and credentials) while it runs
   mergegate export --db FILE --tenant T --repo R --out DIR   write a repository's stored deliveries as a recording for replay
   mergegate migrate-store --from FILE --to DSN   copy a SQLite database into an empty PostgreSQL database (mergegate stopped)
-  mergegate version                            print version, commit and schema version
+  mergegate validate [FILE...]                 check .github/mergegate.yml files as the server reads them (stdin: none or -)
+  mergegate healthcheck [--addr ADDR]          GET /healthz of a mergegate on this host (a container's HEALTHCHECK)
+  mergegate version                            print version, commit, Go version and schema version
   mergegate help [COMMAND]                     this text, or a command's flags
 
 Every flag also reads an environment variable (see 'mergegate help serve').
+Exit status: 0 done, 1 failed, 2 a bad command line (a flag, a value, a command).
 `
 
 func main() {
@@ -72,28 +76,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = exportCmd(rest, stdout, stderr)
 	case "migrate-store":
 		err = migrateStoreCmd(rest, stdout, stderr)
+	case "validate":
+		err = validateCmd(rest, os.Stdin, stdout, stderr)
+	case "healthcheck":
+		err = healthcheckCmd(rest, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "mergegate version: unexpected arguments %q (mergegate help version)\n", rest)
+			return 2
+		}
 		fmt.Fprintln(stdout, versionString())
 		return 0
 	case "help", "-h", "--help", "-help":
 		return help(rest, stdout)
 	default:
-		fmt.Fprintf(stderr, "mergegate: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "mergegate: unknown command %q (mergegate help lists the commands)\n", cmd)
 		return 2
 	}
-	if errors.Is(err, flag.ErrHelp) {
+	return exitCode(err, cmd, stderr)
+}
+
+// exitCode says a command's error on stderr and gives its exit status: 0
+// done (or help asked for), 2 a bad command line, 1 any other failure.
+func exitCode(err error, cmd string, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	fmt.Fprintf(stderr, "mergegate %s: %s\n", cmd, redactSecrets(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "mergegate %s: %s\n", cmd, redactSecrets(err.Error()))
 		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "mergegate %s: %s\n", cmd, redactSecrets(err.Error()))
-		return 1
-	}
-	return 0
+	return 1
 }
 
 // usageError is a bad command line (exit 2).
@@ -118,7 +132,7 @@ func help(args []string, stdout io.Writer) int {
 }
 
 func versionString() string {
-	return fmt.Sprintf("mergegate %s (commit %s, schema version %d)", version, buildCommit(), migrations.Latest())
+	return fmt.Sprintf("mergegate %s (commit %s, %s, schema version %d)", version, buildCommit(), runtime.Version(), migrations.Latest())
 }
 
 // buildCommit is the commit stamped in by -ldflags, else the one the Go
@@ -224,6 +238,18 @@ func dbSettings() []setting {
 	return out
 }
 
+// dbReadSettings are dbSettings without --sync, for the commands that
+// only read the database (backup, export): they write no commit to sync.
+func dbReadSettings() []setting {
+	var out []setting
+	for _, s := range dbSettings() {
+		if s.name != "sync" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func migrate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -263,8 +289,20 @@ func migrate(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// reconcileNotUsed are serve's settings a reconcile pass has no use for
+// (it starts no listener, records nothing, prunes nothing and runs no
+// cron): `mergegate help reconcile` does not list them, and they take
+// their defaults.
+var reconcileNotUsed = map[string]bool{"addr": true, "webhook-secret": true, "record": true, "retention": true,
+	"body-retention": true, "redeliver-budget": true, "reconcile-every": true}
+
 func reconcileSettings() []setting {
-	out := append([]setting{}, serveSettings...)
+	var out []setting
+	for _, s := range serveSettings {
+		if !reconcileNotUsed[s.name] {
+			out = append(out, s)
+		}
+	}
 	return append(out,
 		setting{"tenant", "", "", "installation id"},
 		setting{"repo", "", "", "owner/name"},
@@ -293,6 +331,11 @@ func reconcileCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("no server answers at --admin-addr %s, and %w", v["admin-addr"], err)
 	}
 	fmt.Fprintf(stderr, "mergegate reconcile: no server answers at --admin-addr %s; running the pass on the database %s directly\n", v["admin-addr"], leasedo.RedactDSN(v["db"]))
+	for _, s := range serveSettings {
+		if reconcileNotUsed[s.name] {
+			v[s.name] = s.def
+		}
+	}
 	a, _, err := newApp(ctx, v, stderr)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +73,9 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		secret = strings.TrimSpace(secret)
 		if secret == "" {
 			return usageError{errors.New("--webhook-secret (or GITHUB_WEBHOOK_SECRET) is required to sign the deliveries (or use --offline)")}
+		}
+		if u, err := url.Parse(v["url"]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usageError{fmt.Errorf("--url %q: want mergegate's webhook URL, such as http://localhost:8080/webhook", v["url"])}
 		}
 		delay, err := time.ParseDuration(v["delay"])
 		if err != nil || delay < 0 {

@@ -23,6 +23,7 @@ const scenarios = "../../testdata/scenarios"
 func replayEnv(t *testing.T) {
 	t.Setenv("GITHUB_WEBHOOK_SECRET", "")
 	t.Setenv("MERGEGATE_REPLAY_URL", "")
+	os.Unsetenv("MERGEGATE_REPLAY_URL") // the default URL (t.Setenv restores the value after)
 	t.Setenv("MERGEGATE_TRIGGER_LABEL", "automerge")
 	t.Setenv("MERGEGATE_AUTO_MERGE_TRIGGER", "true")
 	t.Setenv("MERGEGATE_MERGE_METHOD", "merge")
@@ -109,7 +110,7 @@ func TestReplayBadInput(t *testing.T) {
 		{nil, 2, "name at least one recorded delivery"},
 		{[]string{"--offline", filepath.Join(dir, "missing")}, 1, "no such file"},
 		{[]string{"--offline", "--merge-method", "octopus", dir}, 2, "--merge-method"},
-		{[]string{"--strict=maybe", dir}, 2, `invalid boolean value "maybe" for -strict`},
+		{[]string{"--strict=maybe", dir}, 2, `--strict "maybe": want true or false`},
 		{[]string{"--webhook-secret", "s", "--delay", "soon", dir}, 2, "--delay"},
 		{[]string{dir}, 2, "--webhook-secret"},
 		{[]string{"--offline", filepath.Join(dir, "README.md")}, 0, "README.md: not a recorded delivery: not a .json file"},
