@@ -21,6 +21,10 @@ type writesRun struct {
 
 func (r writesRun) perMerged() float64 { return float64(r.writes) / float64(r.merged) }
 
+// withoutCheckTimeout: a drain whose CI always reports moves its clock far;
+// the check timeout's timer is not one of its waits.
+func withoutCheckTimeout(c *Config) { c.CheckTimeout = -1 }
+
 // drainWrites queues n pull requests in one repository under policyFile
 // (strict: the base requires up-to-date branches), runs CI of a fixed
 // length until the queue is empty and counts the writes it took. The
@@ -28,8 +32,10 @@ func (r writesRun) perMerged() float64 { return float64(r.writes) / float64(r.me
 // mergegate's default.
 func drainWrites(t testing.TB, mode string, n int, policyFile string, strict bool) writesRun {
 	t.Helper()
-	h := trainHarness(t, policyFile, fakegithub.CI{})
-	h.horizon = time.Hour // every retry, a budget's wait included, is part of the drain
+	h := trainHarness(t, policyFile, fakegithub.CI{}, withoutCheckTimeout)
+	// Every retry, a budget's wait included, is part of the drain; CI
+	// always reports, so the check timeout's timer is not.
+	h.horizon, h.patience = time.Hour, 2*time.Minute
 	h.gh.SetRequired(testRepo, testBase, []string{"ci"}, strict)
 	h.gh.AllowPush(testRepo, testBase)
 	w0, c0 := h.gh.Writes(testTenant), apiCalls(h)
@@ -111,8 +117,8 @@ func TestDrainsWithinGitHubsSecondaryLimits(t *testing.T) {
 		t.Errorf("100 queued: %d secondary-limit answers, at most %d writes a minute and %d an hour", r.limited, r.peakMinute, r.peakHour)
 	}
 
-	h := newHarness(t)
-	h.horizon = time.Hour
+	h := newHarness(t, withoutCheckTimeout)
+	h.horizon, h.patience = time.Hour, 2*time.Minute
 	const repos, each = 20, 10
 	h.gh.SetWebhook(h.pub+"/webhook", testSecret)
 	for i := 0; i < repos; i++ {
@@ -278,6 +284,23 @@ func TestWriteBudgetMergesFirstAndDropsStaleTitles(t *testing.T) {
 		t.Errorf("drained in %s: the budget of 10 a minute should have made it wait", took)
 	}
 	h.everyRunConcluded()
+
+	// Said to the operator: writes by class on /metrics, the budget left,
+	// and the budget on the dashboard.
+	if n := h.metric(`mergegate_github_writes_total{class="land"}`); n != 6 {
+		t.Errorf(`mergegate_github_writes_total{class="land"} = %v, want 6 merges`, n)
+	}
+	if n := h.metric(`mergegate_github_writes_total{class="cosmetic"}`) + h.metric(`mergegate_github_writes_total{class="tell"}`); n == 0 {
+		t.Error("no tell or cosmetic writes counted")
+	}
+	if left := h.metric(`mergegate_github_write_budget_remaining{tenant="1",window="minute"}`); left < 0 || left > 10 {
+		t.Errorf("budget left this minute = %v, want 0..10", left)
+	}
+	var ov Overview
+	if code := getJSON(t, h.admin+"/?format=json", &ov); code != 200 || len(ov.Status.WriteBudgets) != 1 ||
+		ov.Status.WriteBudgets[0].Tenant != testTenant || ov.Status.WriteBudgets[0].PerMinute != 10 {
+		t.Errorf("dashboard: %d %+v, want installation 1's budget of 10 a minute", code, ov.Status.WriteBudgets)
+	}
 }
 
 // After a lost database the cron's pass rebuilds the queue without

@@ -46,6 +46,9 @@ type harness struct {
 	// horizon replaces retryHorizon (0: it): a drain under the write
 	// budget moves the clock to every retry, a minute's wait included.
 	horizon time.Duration
+	// patience replaces eventually's 15 s of wall time (0: them): a drain
+	// of a hundred pull requests under the race detector takes longer.
+	patience time.Duration
 	log     zerolog.Logger
 }
 
@@ -269,7 +272,11 @@ func (h *harness) queue() []leasedo.Item {
 // its outcome, not for time to pass.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	wait := 15 * time.Second
+	if h.patience > 0 {
+		wait = h.patience
+	}
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return

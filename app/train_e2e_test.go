@@ -25,9 +25,9 @@ const ciLength = 10 * time.Minute
 // trainHarness: the test repository's base runs a train under policyFile,
 // requires the CI simulator's check "ci", and the fake GitHub sends its
 // deliveries to mergegate.
-func trainHarness(t testing.TB, policyFile string, ci fakegithub.CI) *harness {
+func trainHarness(t testing.TB, policyFile string, ci fakegithub.CI, opts ...harnessOpt) *harness {
 	t.Helper()
-	h := newHarness(t)
+	h := newHarness(t, opts...)
 	h.gh.SetFile(testRepo, policy.Path, policyFile)
 	h.gh.SetRequired(testRepo, testBase, []string{"ci"}, false)
 	if ci.Duration == 0 {
