@@ -49,7 +49,7 @@ type harness struct {
 	// patience replaces eventually's 15 s of wall time (0: them): a drain
 	// of a hundred pull requests under the race detector takes longer.
 	patience time.Duration
-	log     zerolog.Logger
+	log      zerolog.Logger
 }
 
 type harnessOpt func(*Config)
