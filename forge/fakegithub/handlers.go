@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Handlers run with s.mu held (the middleware holds it) and answer through
@@ -450,6 +451,10 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
 		return
 	}
+	if utf8.RuneCountInString(body.Body) > 65536 {
+		writeError(w, http.StatusUnprocessableEntity, "Body is too long (maximum is 65536 characters)")
+		return
+	}
 	id := s.newID()
 	now := s.now()
 	s.rec.comments = append(s.rec.comments, Comment{Repo: rp.fullName, PRNumber: pr.Number, Body: body.Body})
@@ -527,6 +532,11 @@ func (b checkRunBody) apply(cr *checkRun, s *Server) string {
 	if b.Output != nil {
 		if b.Output.Title == "" || b.Output.Summary == "" {
 			return "Output requires title and summary"
+		}
+		// GitHub's limit ("Create a check run": output.summary and
+		// output.text, maximum length 65535 characters), answered 422.
+		if utf8.RuneCountInString(b.Output.Summary) > 65535 {
+			return "Invalid request.\n\nOnly 65535 characters are allowed; " + strconv.Itoa(utf8.RuneCountInString(b.Output.Summary)) + " were supplied."
 		}
 		cr.Title, cr.Summary = b.Output.Title, b.Output.Summary
 	}
