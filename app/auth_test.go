@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // TestRevokedTokenDoesNotStallTheQueue: GitHub stops accepting the cached

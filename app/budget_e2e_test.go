@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // writesRun is what one drain of a queue cost in GitHub's budgets.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/policy"
 )

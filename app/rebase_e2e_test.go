@@ -3,7 +3,7 @@ package app
 import (
 	"testing"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/policy"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // fakeEnv is a Client against the fake GitHub, with the cache's bounds set.

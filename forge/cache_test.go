@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 func TestConditionalGetPRCostsNothingWhenUnchanged(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // GitHub refuses a check run whose summary is over 65,535 characters

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // The deliveries are listed newest first over several pages (cursor

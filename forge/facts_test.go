@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // The reads behind the queue's rules, against the fake GitHub with the

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 func TestListInstallationsPagesAndSuspension(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // EnqueuePR and QueuePosition against the fake's merge queue: GitHub's

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 func TestGraphQLURL(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/policy"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // The cron's pass at scale: 1,000 repositories × 20 open pull requests

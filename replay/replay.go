@@ -25,7 +25,7 @@ import (
 
 	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
 	"github.com/mergegate/mergegate/webhook"

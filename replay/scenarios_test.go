@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/app"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 )

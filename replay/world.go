@@ -10,7 +10,7 @@ import (
 
 	"github.com/mergegate/mergegate/app"
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // world builds the fake GitHub of an offline replay from the deliveries

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/internal/testkit/pgtest"
 	"github.com/mergegate/mergegate/leasedo"

@@ -4,7 +4,7 @@
 // repository's testdata, a log buffer safe for a server's goroutines, and a
 // wait for a condition. Only tests import it.
 //
-// It imports leasedo, forge and forge/fakegithub, so those packages' own
+// It imports leasedo, forge and internal/fakegithub, so those packages' own
 // (internal) tests cannot use it and keep their few helpers; every other
 // package's tests use these instead of a copy.
 package testkit
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
 )
 

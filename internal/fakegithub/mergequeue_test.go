@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/internal/testkit"
 )
 

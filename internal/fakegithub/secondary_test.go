@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // The fake answers GitHub's secondary limits as GitHub documents them:

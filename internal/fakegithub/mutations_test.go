@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // Every request but GET and HEAD is recorded as a mutation, with its

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // GitHub's own examples (MIT, see testdata/github-rest/NOTICE.md).

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // The deliveries list speaks GitHub's shape, needs the App's JWT, pages by

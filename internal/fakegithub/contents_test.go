@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mergegate/mergegate/forge/fakegithub"
+	"github.com/mergegate/mergegate/internal/fakegithub"
 )
 
 // The fields GitHub documents for these answers (docs.github.com: "REST
