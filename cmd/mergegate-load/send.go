@@ -34,9 +34,8 @@ type loadState struct {
 
 // bodyBufs recycles the senders' request bodies, and copyBufs the buffers
 // the bodies are written to the connection through: a load generator
-// should disturb the machine it measures as little as it can, and fresh
-// ones would be 70 KB of garbage per delivery: at the rates it sends, a
-// garbage collection every few milliseconds on the cores mergegate runs on.
+// should disturb the machine it measures as little as it can (what fresh
+// ones would cost: docs/performance.md, "The load tool").
 var (
 	bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
 	copyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
