@@ -1,11 +1,3 @@
-// Package leasedo holds mergegate's state in one SQLite file: for each
-// (tenant, repo), its lease (with a fencing token), its merge queues (one per
-// base branch), its event log (last 100) and audit log (last 200); the
-// durable inbox of webhook deliveries; the tracked repositories and
-// installations. Every method is one short SQLite transaction, and every
-// change to a repository's queue is made under its lease. The protocol is
-// docs/lease-protocol.md; the name is the design it came from, a lease
-// Durable Object ("LeaseDO") per repository.
 package leasedo
 
 import (
