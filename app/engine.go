@@ -1,5 +1,3 @@
-// Package app composes the store, the webhook inbox and GitHub into the
-// merge engine, and serves mergegate's HTTP surface.
 package app
 
 import (

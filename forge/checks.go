@@ -8,31 +8,6 @@ import (
 	"github.com/google/go-github/v62/github"
 )
 
-// Required is what a base branch requires before a merge.
-type Required struct {
-	Contexts []string // required check names (check run names or status contexts)
-	// AppIDs binds a required check to the one GitHub App whose check run
-	// satisfies it (branch protection's checks[].app_id, a ruleset's
-	// integration_id); a context not in the map may come from anyone.
-	AppIDs map[string]int64
-	Strict bool // "require branches to be up to date before merging"
-	// Configured is true when branch protection or a ruleset declares
-	// required status checks for the branch (even an empty list).
-	Configured bool
-	// Reviews is the number of approving reviews required (0: none).
-	Reviews int
-	// CodeOwners: a code owner must approve.
-	CodeOwners bool
-	// Conversations: every review conversation must be resolved.
-	Conversations bool
-	// LinearHistory: merge commits are refused; squash or rebase only.
-	LinearHistory bool
-	// MergeQueue: the branch uses GitHub's own merge queue (a ruleset's
-	// merge_queue rule); the merge API refuses direct merges, and pull
-	// requests go through EnqueuePR.
-	MergeQueue bool
-}
-
 // Sources of a CheckResult.
 const (
 	SourceCheckRun = "check_run"

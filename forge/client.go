@@ -1,21 +1,3 @@
-// Package forge is the only package of mergegate that speaks GitHub.
-//
-// It wraps go-github (REST) and ghinstallation (GitHub App authentication)
-// and exports plain types, so that no go-github type leaks into the rest of
-// the program. A tenant is a GitHub App installation id as a decimal string;
-// a repo is "owner/name".
-//
-// Each installation gets its own transport stack:
-//
-//	go-github → authTransport (a token GitHub refuses is dropped; see auth.go)
-//	          → ghinstallation.Transport (installation token, cached and refreshed)
-//	          → inflight (at most InstallationConcurrency requests at once; the
-//	            Timeout; the write budget, by class; see inflight.go, budget.go)
-//	          → rateGuard (refuses to send while rate-limited; see ratelimit.go)
-//	          → cacheTransport (ETag conditional GETs; see cache.go)
-//	          → Config.Transport (or http.DefaultTransport)
-//
-// EvaluateGate (gate.go) is the pure evaluation of a PR's required checks.
 package forge
 
 import (

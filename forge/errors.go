@@ -243,12 +243,3 @@ func (c call) fromStatus(status int, msg string, err error, mergeLike bool) erro
 		return &APIError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: status, Message: msg}
 	}
 }
-
-// ShortSHA is a commit sha as GitHub shows it to people: its first 7
-// characters. Every log line, message and page of mergegate uses it.
-func ShortSHA(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}

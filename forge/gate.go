@@ -5,27 +5,6 @@ import (
 	"sort"
 )
 
-// Gate results: the one spelling of a gate's outcome. EvaluateGate returns
-// them, rules.Decide acts on them, and leasedo stores GateSuccess and
-// GateFailure in queue.gate_result and accepts them in POST /event's
-// details.gateResult; the strings are in stored rows and replay goldens, so
-// they do not change.
-const (
-	GateSuccess = "success"
-	GateFailure = "failure"
-	GatePending = "pending"
-)
-
-// Verdict is the result of a gate evaluation, with one sentence a developer
-// understands.
-type Verdict struct {
-	Result string // GateSuccess, GateFailure or GatePending
-	Reason string
-	// Waiting names, while pending, every required check (or App suite)
-	// that has not concluded, in the order of the requirement.
-	Waiting []string
-}
-
 // outcome of one check.
 const (
 	passed  = iota // success, neutral, skipped

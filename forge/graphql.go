@@ -116,33 +116,6 @@ func (c call) fromGraphQL(errs []graphQLError) error {
 	return &MergeError{Op: c.op, Repo: c.repo, Number: c.number, SHA: c.sha, Status: http.StatusUnprocessableEntity, Message: msg}
 }
 
-// QueueEntry is a pull request's place in GitHub's own merge queue
-// (GraphQL MergeQueueEntry), or, when it is not in the queue, how it
-// last left it.
-type QueueEntry struct {
-	// Position is the entry's place, 1 for the first; State is GitHub's
-	// MergeQueueEntryState: QUEUED, AWAITING_CHECKS, MERGEABLE,
-	// UNMERGEABLE or LOCKED.
-	Position int
-	State    string
-	// Size is how many entries the base's queue holds (0: not known).
-	Size int
-	// Removed is GitHub's reason (RemovedFromMergeQueueEvent.reason) when
-	// the pull request's last merge queue event is its removal, at
-	// RemovedAt; "" when it is in the queue or never left it.
-	Removed   string
-	RemovedAt time.Time
-}
-
-// Merge queue entry states (GraphQL MergeQueueEntryState).
-const (
-	QueueStateQueued         = "QUEUED"
-	QueueStateAwaitingChecks = "AWAITING_CHECKS"
-	QueueStateMergeable      = "MERGEABLE"
-	QueueStateUnmergeable    = "UNMERGEABLE"
-	QueueStateLocked         = "LOCKED"
-)
-
 const queueEntryFields = `position state mergeQueue { entries { totalCount } }`
 
 // enqueueMutation is GitHub's enqueuePullRequest (input: pullRequestId,

@@ -5,87 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/google/go-github/v62/github"
-)
-
-// PR is the part of a GitHub pull request mergegate uses.
-type PR struct {
-	Number int
-	// NodeID is the PR's GraphQL id (node_id), for RebaseBranch.
-	NodeID  string
-	Title   string
-	Body    string
-	State   string // "open" or "closed"
-	Draft   bool
-	Merged  bool
-	HeadSHA string
-	HeadRef string
-	BaseRef string
-	Author  string // login
-	HTMLURL string
-	Labels  []string
-	// AutoMerge is true when GitHub auto-merge is enabled on the PR.
-	AutoMerge bool
-	// MergeableState is GitHub's mergeable_state: clean, behind, blocked,
-	// dirty, draft, has_hooks, unknown, unstable. Only GetPR fills it (and
-	// Mergeable); the list endpoint does not return them.
-	MergeableState string
-	Mergeable      *bool // nil while GitHub is still computing it
-	// BaseSHA is the base branch's head as GitHub reported it with the PR.
-	BaseSHA string
-	// Fork is true when the head branch lives in another repository.
-	Fork bool
-	// MaintainerCanModify: the fork's author lets the base repository's
-	// maintainers (and so mergegate) push to the head branch.
-	MaintainerCanModify bool
-	// AutoMergeMethod is the method the author chose when enabling GitHub
-	// auto-merge (merge, squash or rebase), "" otherwise.
-	AutoMergeMethod string
-	// Methods are the merge methods the base repository allows, as GetPR's
-	// base.repo reports them; nil when GitHub did not say (the list
-	// endpoint, or a token that may not see them): use MergeMethods.
-	Methods   *MergeMethods
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
-// MergeMethods are the merge methods a repository allows
-// (allow_merge_commit, allow_squash_merge, allow_rebase_merge).
-type MergeMethods struct {
-	Merge, Squash, Rebase bool
-}
-
-// Allows reports whether method (merge, squash or rebase) is allowed.
-func (m MergeMethods) Allows(method string) bool {
-	switch method {
-	case MethodMerge:
-		return m.Merge
-	case MethodSquash:
-		return m.Squash
-	case MethodRebase:
-		return m.Rebase
-	}
-	return false
-}
-
-// List returns the allowed methods in GitHub's order: merge, squash, rebase.
-func (m MergeMethods) List() []string {
-	var out []string
-	for _, method := range [...]string{MethodMerge, MethodSquash, MethodRebase} {
-		if m.Allows(method) {
-			out = append(out, method)
-		}
-	}
-	return out
-}
-
-// Merge methods accepted by Merge.
-const (
-	MethodMerge  = "merge"
-	MethodSquash = "squash"
-	MethodRebase = "rebase"
 )
 
 // errMergeMethod says which merge methods there are.

@@ -6,40 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/lifecycle"
 )
-
-// Item is a queue entry with what the sync keeps beside the entry's
-// fields of POST /event's protocol (docs/lease-protocol.md).
-type Item struct {
-	Entry
-	GateReason       string `json:"gateReason,omitempty"`
-	BaseRef          string `json:"baseRef,omitempty"`
-	BranchUpdatedSha string `json:"branchUpdatedSha,omitempty"`
-	CheckRunID       int64  `json:"checkRunId,omitempty"`
-	CheckTitle       string `json:"checkTitle,omitempty"`
-	// HeadAt is when its current head joined or was seen (epoch ms): the
-	// check timeout counts from it.
-	HeadAt int64 `json:"headAt,omitempty"`
-	// MergeMethod is the method its author chose with GitHub auto-merge.
-	MergeMethod string `json:"mergeMethod,omitempty"`
-	// Priority ranks it in its base's queue (higher first, then by
-	// queuedAt); PriorityName says it in words ("" for normal).
-	Priority     int    `json:"priority,omitempty"`
-	PriorityName string `json:"priorityName,omitempty"`
-	// ConsentSha is the head a writer's consent covers (the trigger
-	// label, @mergegate queue, GitHub auto-merge): it merges, or joins a
-	// merge train group, only while that is PRSha. NoConsent: none yet;
-	// "": written by an older mergegate, its head. ConsentNote says why it
-	// does not cover PRSha, when known.
-	ConsentSha  string `json:"consentSha,omitempty"`
-	ConsentNote string `json:"consentNote,omitempty"`
-}
-
-// NoConsent is the ConsentSha of an entry no writer consented to yet (a
-// pull request reopened or made ready for review by someone who may not
-// write, until the sync knows who): GitHub's null sha, no head's.
-const NoConsent = "0000000000000000000000000000000000000000"
 
 // Items returns the queue of k in order: priority (higher first), then
 // queuedAt, then arrival.
@@ -174,7 +142,7 @@ func (s *Store) Wait(ctx context.Context, l *Lease, pr int, sha, status, reason 
 		if err != nil {
 			return fmt.Errorf("%s: wait #%d: %w", l.Key, pr, err)
 		}
-		passedNow := status == StatusGatePassed && gate.String != forge.GateSuccess
+		passedNow := status == StatusGatePassed && gate.String != lifecycle.GateSuccess
 		changed = cur != status || curReason != reason || passedNow
 		if !changed {
 			return nil
@@ -182,7 +150,7 @@ func (s *Store) Wait(ctx context.Context, l *Lease, pr int, sha, status, reason 
 		result, resultAt := gate, sql.NullInt64{}
 		switch {
 		case passedNow:
-			result, resultAt = sql.NullString{String: forge.GateSuccess, Valid: true}, sql.NullInt64{Int64: now, Valid: true}
+			result, resultAt = sql.NullString{String: lifecycle.GateSuccess, Valid: true}, sql.NullInt64{Int64: now, Valid: true}
 		case status == StatusEvaluating:
 			// Not passed (a check ran again and has not concluded).
 			result = sql.NullString{}
@@ -264,7 +232,7 @@ func (s *Store) Bounce(ctx context.Context, l *Lease, pr int, sha, reason string
 				gate_result = CASE WHEN ? != 0 THEN ? ELSE gate_result END,
 				gate_result_at = CASE WHEN ? != 0 THEN ? ELSE gate_result_at END
 			WHERE tenant = ? AND repo = ? AND pr_number = ? AND pr_sha = ?`,
-			StatusBounced, reason, gateFailed, forge.GateFailure, gateFailed, now, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
+			StatusBounced, reason, gateFailed, lifecycle.GateFailure, gateFailed, now, l.Key.Tenant, l.Key.Repo, pr, sha); err != nil {
 			return fmt.Errorf("%s: bounce #%d: %w", l.Key, pr, err)
 		}
 		if gateFailed {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // Config holds the lease's timing rules (docs/lease-protocol.md).
@@ -317,8 +317,8 @@ func reevaluateEntry(ctx context.Context, tx *wtx, k Key, pr int, sha, base stri
 		end := CheckRunEnd{Conclusion: "neutral", Title: "Superseded by a new commit", Summary: "New commits were pushed; mergegate checks the new head."}
 		if ownUpdate {
 			next = NoCheckRun
-			end = CheckRunEnd{Conclusion: "neutral", Title: "Branch updated: continues on " + forge.ShortSHA(sha),
-				Summary: "mergegate brought this branch up to date with its base (" + forge.ShortSHA(sha) + "). The pull request keeps its place; " +
+			end = CheckRunEnd{Conclusion: "neutral", Title: "Branch updated: continues on " + lifecycle.ShortSHA(sha),
+				Summary: "mergegate brought this branch up to date with its base (" + lifecycle.ShortSHA(sha) + "). The pull request keeps its place; " +
 					"it merges when the new commit's required checks pass. Its place in the queue: the dashboard."}
 		}
 		if runID > 0 {

@@ -21,11 +21,11 @@ func TestTrainGroups(t *testing.T) {
 		}
 		defer s.Release(ctx, l) //nolint:errcheck
 
-		first, err := s.PlanGroups(ctx, l, "main", -1, [][]GroupPR{{{1, "a"}, {2, "b"}}}, false)
+		first, err := s.PlanGroups(ctx, l, "main", -1, [][]GroupPR{{{Number: 1, SHA: "a"}, {Number: 2, SHA: "b"}}}, false)
 		if err != nil || len(first) != 1 {
 			t.Fatalf("plan = %v %v", first, err)
 		}
-		second, err := s.PlanGroups(ctx, l, "main", -1, [][]GroupPR{{{3, "c"}}}, false)
+		second, err := s.PlanGroups(ctx, l, "main", -1, [][]GroupPR{{{Number: 3, SHA: "c"}}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestTrainGroups(t *testing.T) {
 		if err := s.DeleteGroup(ctx, l, g.ID); err != nil {
 			t.Fatal(err)
 		}
-		halves, err := s.PlanGroups(ctx, l, "main", g.Seq, [][]GroupPR{{{1, "a"}}, {{2, "b"}}}, true)
+		halves, err := s.PlanGroups(ctx, l, "main", g.Seq, [][]GroupPR{{{Number: 1, SHA: "a"}}, {{Number: 2, SHA: "b"}}}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestTrainGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Release(ctx, other) //nolint:errcheck
-		if _, err := s.PlanGroups(ctx, l, "main", -1, [][]GroupPR{{{9, "z"}}}, false); !errors.Is(err, ErrLeaseLost) {
+		if _, err := s.PlanGroups(ctx, l, "main", -1, [][]GroupPR{{{Number: 9, SHA: "z"}}}, false); !errors.Is(err, ErrLeaseLost) {
 			t.Errorf("plan after takeover = %v, want ErrLeaseLost", err)
 		}
 		if got, _ := s.Groups(ctx, key); len(got) != 2 {

@@ -1,11 +1,3 @@
-// Package leasedo holds mergegate's state in one SQLite file: for each
-// (tenant, repo), its lease (with a fencing token), its merge queues (one per
-// base branch), its event log (last 100) and audit log (last 200); the
-// durable inbox of webhook deliveries; the tracked repositories and
-// installations. Every method is one short SQLite transaction, and every
-// change to a repository's queue is made under its lease. The protocol is
-// docs/lease-protocol.md; the name is the design it came from, a lease
-// Durable Object ("LeaseDO") per repository.
 package leasedo
 
 import (
@@ -13,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // Key names one (tenant, repo): one lease, queue, event log and audit log.
@@ -56,26 +48,6 @@ type systemTimer struct{ t *time.Timer }
 
 func (t systemTimer) C() <-chan time.Time { return t.t.C }
 func (t systemTimer) Stop() bool          { return t.t.Stop() }
-
-// Queue entry statuses: queued, evaluating, gate_passed, bounced and blocked. What each means and
-// who moves an entry between them is drawn in ARCHITECTURE.md.
-const (
-	// StatusQueued: joined, or something changed (a new head, a check or
-	// review event, a retry that is due): the next sync reads it again.
-	StatusQueued = "queued"
-	// StatusEvaluating: read; waits on its checks, a review or GitHub, as
-	// its GateReason says, until the next event or pass.
-	StatusEvaluating = "evaluating"
-	// StatusGatePassed: its checks passed; it waits its turn, or (the head)
-	// what GateReason says.
-	StatusGatePassed = "gate_passed"
-	// StatusBlocked: the operator must change something (GateReason says
-	// what); the pull request keeps its place and its label, and entries
-	// behind it go on. Each cron pass tries it again.
-	StatusBlocked = "blocked"
-	// StatusBounced: out of the queue until its author asks again.
-	StatusBounced = "bounced"
-)
 
 // Op is a typed transition of a queue entry, asked by an event. The webhook
 // package maps GitHub's event types and actions (and the admin API's POST /event
@@ -143,7 +115,7 @@ func (e Event) Key() Key { return Key{Tenant: e.Tenant, Repo: e.Repo} }
 
 // Details carries the fields the queue actions read. Sha is the head sha for
 // join/reevaluate and the sha a check or review event is about. GateResult
-// (forge.GateSuccess, forge.GateFailure or empty) is kept in the event log and only ever
+// (lifecycle.GateSuccess, lifecycle.GateFailure or empty) is kept in the event log and only ever
 // starts a reading of the gate: mergegate merges on what it read from
 // GitHub itself, never on a result someone posted. Reason is free text kept
 // in the event log (why an event was ignored, why an entry left).
@@ -195,7 +167,7 @@ func (e Event) Validate() error {
 	case e.PRNumber < 0:
 		return &FieldError{Field: "prNumber", Msg: "must not be negative"}
 	}
-	if e.Details != nil && e.Details.GateResult != "" && e.Details.GateResult != forge.GateSuccess && e.Details.GateResult != forge.GateFailure {
+	if e.Details != nil && e.Details.GateResult != "" && e.Details.GateResult != lifecycle.GateSuccess && e.Details.GateResult != lifecycle.GateFailure {
 		return &FieldError{Field: "details.gateResult", Msg: `must be "success", "failure" or absent`}
 	}
 	return nil
@@ -208,17 +180,6 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s %s", e.Field, e.Msg) }
-
-// Entry is one queue entry as GET /queue shows it.
-type Entry struct {
-	PRNumber      int    `json:"prNumber"`
-	PRSha         string `json:"prSha"`
-	QueuedAt      int64  `json:"queuedAt"`
-	Status        string `json:"status"`
-	ReevaluatedAt *int64 `json:"reevaluatedAt,omitempty"`
-	GateResult    string `json:"gateResult,omitempty"`
-	GateResultAt  *int64 `json:"gateResultAt,omitempty"`
-}
 
 // LoggedEvent is one row of the event log (last 100) as GET /queue shows it.
 type LoggedEvent struct {

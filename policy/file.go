@@ -1,8 +1,3 @@
-// Package policy reads a repository's own policy, .github/mergegate.yml,
-// and resolves it with the operator's flags (the defaults) into the
-// rules.Policy of each base branch. It is pure: reading the file from
-// GitHub, caching it and keeping the last good one is the sync's
-// (package reconcile). docs/configuration.md documents every key.
 package policy
 
 import (

@@ -165,10 +165,13 @@ func (r *Reconciler) runAll(ctx context.Context, every time.Duration) (Summary, 
 	if sum.Discovery != "" { // a key is left out rather than logged empty (docs/operations.md, Logs)
 		ev = ev.Str("discovery", sum.Discovery)
 	}
+	if len(sum.RateLimited) > 0 {
+		ev = ev.Strs("rate_limited", sum.RateLimited)
+	}
 	ev.Int("discovered", sum.Discovered).Int("repos", sum.Repos).Int("reconciled", sum.Reconciled).
 		Int("skipped", sum.Skipped).Int("others", sum.Others).Int("suspended", sum.Suspended).Int("deferred", sum.Deferred).Int("gone", sum.Gone).
 		Int("unfinished", sum.Unfinished).Int("failed", sum.Failed).Int("fixed", sum.Fixed).Int("stale_leases", sum.StaleLeases).
-		Strs("rate_limited", sum.RateLimited).Int64("took_ms", sum.Took.Milliseconds()).Msg("reconcile run")
+		Int64("took_ms", sum.Took.Milliseconds()).Msg("reconcile run")
 	switch {
 	case sum.Unfinished > 0:
 		return sum, fmt.Errorf("reconcile run ended early (%w): %d of %d repositories left for the next pass", context.Cause(ctx), sum.Unfinished, sum.Repos)

@@ -1,10 +1,3 @@
-// Package replay runs recorded webhook deliveries (`serve --record`, docs/replay.md)
-// offline: in-process, through the App that `serve` builds, against a fake
-// GitHub made from the deliveries themselves, and prints the final state.
-// It also reads recordings and their scenario.json (load.go), for the
-// online replay too. It is a user feature (`mergegate replay`); the fake
-// GitHub and net/http/httptest it needs stay out of package app, which is
-// `serve`'s code path.
 package replay
 
 import (

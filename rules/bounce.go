@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // BounceKind is why a pull request was taken out of the queue.
@@ -67,9 +67,9 @@ func (b Bounced) Because() string {
 	case BounceUpdateRefused:
 		return "GitHub could not update its branch from " + b.Base + inParens(detail)
 	case BounceTrainFailure:
-		return fmt.Sprintf("it passed its own checks but failed merged together with %s at %s: %s", b.onto(), forge.ShortSHA(b.At), detail)
+		return fmt.Sprintf("it passed its own checks but failed merged together with %s at %s: %s", b.onto(), lifecycle.ShortSHA(b.At), detail)
 	case BounceTrainConflict:
-		return fmt.Sprintf("it conflicts with %s at %s, so it must be updated on its branch", b.onto(), forge.ShortSHA(b.At))
+		return fmt.Sprintf("it conflicts with %s at %s, so it must be updated on its branch", b.onto(), lifecycle.ShortSHA(b.At))
 	}
 	return "GitHub refused to merge it" + inParens(detail)
 }
@@ -133,10 +133,10 @@ func BounceMessage(b Bounced, sha, triggerLabel string) string {
 	if b.Kind == BounceDequeued {
 		// Nothing to fix: the person who removed it decides.
 		return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. To queue it again, %s.",
-			forge.ShortSHA(sha), b.Because(), again)
+			lifecycle.ShortSHA(sha), b.Because(), again)
 	}
 	return fmt.Sprintf("mergegate took this pull request out of the merge queue at %s because %s. Once that is fixed, %s.",
-		forge.ShortSHA(sha), b.Because(), again)
+		lifecycle.ShortSHA(sha), b.Because(), again)
 }
 
 // quoteList: "a", "a" and "b", "a", "b" and "c".

@@ -3,7 +3,7 @@ package rules
 import (
 	"fmt"
 
-	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // A writer's consent (the trigger label, @mergegate queue, GitHub
@@ -34,7 +34,7 @@ type HeadMove struct {
 	Kind string
 	// Before and After are the heads before and after (a push's before
 	// and after; a base change's head, twice; a pull request brought back:
-	// leasedo.NoConsent, then its head).
+	// lifecycle.NoConsent, then its head).
 	Before, After string
 	By            string // the delivery's sender
 	// Trusted: By may write to the repository, or is mergegate itself (a
@@ -52,7 +52,7 @@ type HeadMove struct {
 //   - By anyone else, the consent stays where it was; if it already
 //     covered After (a writer's @mergegate queue read the head after the
 //     push, before its delivery came), it is withdrawn.
-func ConsentAfter(e leasedo.Item, m HeadMove) (consent, note string, changed bool) {
+func ConsentAfter(e lifecycle.Item, m HeadMove) (consent, note string, changed bool) {
 	cur := e.ConsentSha
 	if cur == "" {
 		cur = e.PRSha // written by an older mergegate: its head
@@ -65,7 +65,7 @@ func ConsentAfter(e leasedo.Item, m HeadMove) (consent, note string, changed boo
 	}
 	note = fmt.Sprintf("@%s, who may not write to the repository, %s", m.By, moveWords(m.Kind))
 	if cur == m.After {
-		cur = leasedo.NoConsent
+		cur = lifecycle.NoConsent
 	}
 	return cur, note, cur != e.ConsentSha || note != e.ConsentNote
 }
@@ -84,7 +84,7 @@ func moveWords(kind string) string {
 
 // Unconsented says why no writer's consent covers e's head ("" when one
 // does): what its check run says while it is held.
-func Unconsented(e leasedo.Item) string {
+func Unconsented(e lifecycle.Item) string {
 	if e.ConsentSha == "" || e.ConsentSha == e.PRSha {
 		return ""
 	}

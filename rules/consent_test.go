@@ -4,16 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
+
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 const oldSHA = "3333333333333333333333333333333333333333" // a head before headSHA
 
-func entryWith(head, consent, note string) leasedo.Item {
-	it := leasedo.Item{BaseRef: "main", ConsentSha: consent, ConsentNote: note}
-	it.PRNumber, it.PRSha, it.Status = 7, head, leasedo.StatusQueued
+func entryWith(head, consent, note string) lifecycle.Item {
+	it := lifecycle.Item{BaseRef: "main", ConsentSha: consent, ConsentNote: note}
+	it.PRNumber, it.PRSha, it.Status = 7, head, lifecycle.StatusQueued
 	return it
 }
 
@@ -26,7 +26,7 @@ func TestConsentAfter(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name        string
-		e           leasedo.Item
+		e           lifecycle.Item
 		m           rules.HeadMove
 		consent     string
 		note        string
@@ -37,16 +37,16 @@ func TestConsentAfter(t *testing.T) {
 		{"mergegate updates the branch", entryWith(newSHA, headSHA, ""), push("mergegate[bot]", true), newSHA, "", true, true},
 		{"a fork's author pushes", entryWith(newSHA, headSHA, ""), push("eve", false), headSHA, eveNote, true, false},
 		{"a writer pushes on top of eve's push", entryWith(newSHA, oldSHA, eveNote), push("alice", true), oldSHA, eveNote, false, false},
-		{"eve pushes a head a writer's @mergegate queue already read", entryWith(newSHA, newSHA, ""), push("eve", false), leasedo.NoConsent, eveNote, true, false},
-		{"an older mergegate's row: for its head, withdrawn", entryWith(newSHA, "", ""), push("eve", false), leasedo.NoConsent, eveNote, true, false},
+		{"eve pushes a head a writer's @mergegate queue already read", entryWith(newSHA, newSHA, ""), push("eve", false), lifecycle.NoConsent, eveNote, true, false},
+		{"an older mergegate's row: for its head, withdrawn", entryWith(newSHA, "", ""), push("eve", false), lifecycle.NoConsent, eveNote, true, false},
 		{"eve changes the base", entryWith(headSHA, headSHA, ""), rules.HeadMove{Kind: rules.MoveBase, Before: headSHA, After: headSHA, By: "eve"},
-			leasedo.NoConsent, "@eve, who may not write to the repository, changed its base branch after it was queued", true, false},
+			lifecycle.NoConsent, "@eve, who may not write to the repository, changed its base branch after it was queued", true, false},
 		{"a writer changes the base", entryWith(headSHA, headSHA, ""), rules.HeadMove{Kind: rules.MoveBase, Before: headSHA, After: headSHA, By: "alice", Trusted: true},
 			headSHA, "", false, true},
-		{"a writer reopens it", entryWith(headSHA, leasedo.NoConsent, ""), rules.HeadMove{Kind: rules.MoveOpen, Before: leasedo.NoConsent, After: headSHA, By: "alice", Trusted: true},
+		{"a writer reopens it", entryWith(headSHA, lifecycle.NoConsent, ""), rules.HeadMove{Kind: rules.MoveOpen, Before: lifecycle.NoConsent, After: headSHA, By: "alice", Trusted: true},
 			headSHA, "", true, true},
-		{"eve marks it ready", entryWith(headSHA, leasedo.NoConsent, ""), rules.HeadMove{Kind: rules.MoveReady, Before: leasedo.NoConsent, After: headSHA, By: "eve"},
-			leasedo.NoConsent, "@eve, who may not write to the repository, marked it ready for review", true, false},
+		{"eve marks it ready", entryWith(headSHA, lifecycle.NoConsent, ""), rules.HeadMove{Kind: rules.MoveReady, Before: lifecycle.NoConsent, After: headSHA, By: "eve"},
+			lifecycle.NoConsent, "@eve, who may not write to the repository, marked it ready for review", true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			consent, note, changed := rules.ConsentAfter(c.e, c.m)
@@ -101,7 +101,7 @@ func TestDecideHoldsAnUnconsentedHead(t *testing.T) {
 		}
 	}
 	// A head GitHub reports newer than the entry's is gated again first.
-	s := given(unconsented, onPR(func(pr *forge.PR) { pr.HeadSHA = newSHA }))
+	s := given(unconsented, onPR(func(pr *lifecycle.PR) { pr.HeadSHA = newSHA }))
 	if a := rules.Decide(s.f, s.p); a.Kind != rules.Regate {
 		t.Errorf("new head on GitHub: %+v, want regate", a)
 	}
@@ -110,9 +110,9 @@ func TestDecideHoldsAnUnconsentedHead(t *testing.T) {
 // A member held for consent leaves its group (it is held).
 func TestDecideTrainDropsAnUnconsentedMember(t *testing.T) {
 	it := entryWith(headSHA, oldSHA, "")
-	it.Status, it.GateReason = leasedo.StatusBlocked, rules.HeldPrefix+rules.Unconsented(it)
-	g := leasedo.Group{ID: 1, Base: "main", State: leasedo.GroupTesting, Parent: "tip", Head: "h", PRs: []leasedo.GroupPR{{Number: 7, SHA: headSHA}}}
-	a := rules.DecideTrain(rules.TrainFacts{Base: "main", Tip: "tip", Groups: []leasedo.Group{g}, Entries: map[int]leasedo.Item{7: it}},
+	it.Status, it.GateReason = lifecycle.StatusBlocked, rules.HeldPrefix+rules.Unconsented(it)
+	g := lifecycle.Group{ID: 1, Base: "main", State: lifecycle.GroupTesting, Parent: "tip", Head: "h", PRs: []lifecycle.GroupPR{{Number: 7, SHA: headSHA}}}
+	a := rules.DecideTrain(rules.TrainFacts{Base: "main", Tip: "tip", Groups: []lifecycle.Group{g}, Entries: map[int]lifecycle.Item{7: it}},
 		rules.Policy{Mode: rules.ModeTrain})
 	if a.Kind != rules.TrainDrop || len(a.PRs) != 1 || a.PRs[0].Number != 7 {
 		t.Errorf("DecideTrain = %+v, want #7 dropped", a)

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // Policy is how a repository's queue is run.
@@ -103,7 +102,7 @@ func Holding(pr *PRText, p Policy) string {
 // hold is the action for a head the policy holds back: frozen, it waits
 // at the head (the whole queue waits); held by a label or its title, it
 // steps aside like a blocked entry, keeping its place.
-func hold(pr *forge.PR, p Policy) (Action, bool) {
+func hold(pr *lifecycle.PR, p Policy) (Action, bool) {
 	if p.Frozen {
 		return waitPassed(p.FrozenReason()), true
 	}
@@ -119,7 +118,7 @@ type PRText struct {
 	Labels []string
 }
 
-func textOf(pr *forge.PR) *PRText {
+func textOf(pr *lifecycle.PR) *PRText {
 	if pr == nil {
 		return nil
 	}
@@ -133,21 +132,21 @@ func textOf(pr *forge.PR) *PRText {
 // pull request read again. Entries behind the head are judged on their
 // gate alone.
 type Facts struct {
-	Entry leasedo.Item
+	Entry lifecycle.Item
 	// Head: the entry is the first of its base branch's queue that is not
 	// bounced or blocked; only a head is merged or updated.
 	Head bool
 	// Gate is the entry's checks at its head sha, read from GitHub.
-	Gate forge.Verdict
+	Gate lifecycle.Verdict
 	// Rules are what the entry's base branch requires.
-	Rules forge.Required
+	Rules lifecycle.Required
 	// PR is the pull request as GetPR reports it; nil when not read.
-	PR *forge.PR
+	PR *lifecycle.PR
 	// Methods are the merge methods the repository allows; nil: not known
 	// (then the Policy's method is tried and GitHub's answer sorted).
-	Methods *forge.MergeMethods
+	Methods *lifecycle.MergeMethods
 	// Reviews are read when the base requires reviews; nil otherwise.
-	Reviews *forge.Reviews
+	Reviews *lifecycle.Reviews
 	// Refusal is GitHub's answer to the merge or branch update just tried
 	// (the PR was read again after it).
 	Refusal *Refusal
@@ -155,7 +154,7 @@ type Facts struct {
 	// entry whose checks passed on a base that uses it (Rules.MergeQueue);
 	// InQueue: GitHub reports it in the queue (else Queue says why it last
 	// left it, if it did). nil: not read.
-	Queue   *forge.QueueEntry
+	Queue   *lifecycle.QueueEntry
 	InQueue bool
 	// Retries is how many short pauses in a row this entry has had
 	// (waits with Retry): a refusal GitHub keeps giving for no reason it
@@ -170,7 +169,7 @@ const MaxRetries = 5
 
 // Refusal is GitHub's refusal of a merge or an update of the branch.
 type Refusal struct {
-	Kind    forge.Refusal
+	Kind    lifecycle.Refusal
 	Op      string // "merge" or "update-branch"
 	Method  string // the merge method tried
 	Message string // GitHub's own words
@@ -215,7 +214,7 @@ func (k Kind) String() string {
 // Action is the one thing to do next about an entry.
 type Action struct {
 	Kind Kind
-	// Status (Wait): leasedo.StatusEvaluating while its checks have not
+	// Status (Wait): lifecycle.StatusEvaluating while its checks have not
 	// passed, StatusGatePassed once they have, StatusQueued to be read
 	// again after a short pause (Retry).
 	Status string
@@ -275,9 +274,9 @@ func Decide(f Facts, p Policy) Action {
 		return Action{Kind: Block, Problem: ProblemConsent, Reason: HeldPrefix + why}
 	}
 	switch f.Gate.Result {
-	case forge.GateFailure:
+	case lifecycle.GateFailure:
 		return bounce(Bounced{Kind: BounceGateFailure, Detail: f.Gate.Reason})
-	case forge.GateSuccess:
+	case lifecycle.GateSuccess:
 	default:
 		if timedOut(f, p) {
 			return bounce(Bounced{Kind: BounceCheckTimeout, Checks: f.Gate.Waiting, After: p.CheckTimeout,
@@ -287,13 +286,13 @@ func Decide(f Facts, p Policy) Action {
 		if reason == "" {
 			reason = "waiting for checks"
 		}
-		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: reason}
+		return Action{Kind: Wait, Status: lifecycle.StatusEvaluating, Reason: reason}
 	}
 	if f.Rules.MergeQueue || InGitHubQueue(e) || (f.Refusal != nil && f.Refusal.Op == "enqueue") {
 		return decideMergeQueue(f, p)
 	}
 	if !f.Head {
-		return Action{Kind: Wait, Status: leasedo.StatusGatePassed}
+		return Action{Kind: Wait, Status: lifecycle.StatusGatePassed}
 	}
 	if f.Refusal != nil && f.PR != nil {
 		return decideRefusal(f, p)
@@ -340,7 +339,7 @@ func decideHead(f Facts, p Policy) Action {
 	if pr != nil {
 		switch {
 		case pr.Mergeable == nil || pr.MergeableState == "unknown":
-			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}
+			return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}
 		case !*pr.Mergeable || pr.MergeableState == "dirty":
 			return bounce(Bounced{Kind: BounceConflict, Base: base})
 		case pr.MergeableState == "behind" && f.Rules.Strict:
@@ -389,15 +388,15 @@ func decideRefusal(f Facts, p Policy) Action {
 	r, base := f.Refusal, f.PR.BaseRef
 	msg := oneLine(r.Message)
 	switch r.Kind {
-	case forge.RefusedHeadModified:
-		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub reported new commits; reading the pull request again"}
-	case forge.RefusedBaseModified:
-		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: base + " moved while merging; trying again"}
-	case forge.RefusedBehind:
+	case lifecycle.RefusedHeadModified:
+		return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "GitHub reported new commits; reading the pull request again"}
+	case lifecycle.RefusedBaseModified:
+		return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: base + " moved while merging; trying again"}
+	case lifecycle.RefusedBehind:
 		if r.Op == "merge" {
 			return behind(f)
 		}
-	case forge.RefusedNoNewCommits:
+	case lifecycle.RefusedNoNewCommits:
 		// The branch is up to date after all: merge, as decideHead would,
 		// with a method the repository allows (settings are read again
 		// after a refusal) or not at all.
@@ -409,36 +408,36 @@ func decideRefusal(f Facts, p Policy) Action {
 			return noMethod(f.Rules)
 		}
 		return Action{Kind: Merge, Method: method, MethodNote: note}
-	case forge.RefusedReview:
+	case lifecycle.RefusedReview:
 		return waitPassed("waiting for reviews: GitHub says " + quote(msg))
-	case forge.RefusedChecks:
-		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: "GitHub does not count its required checks as passed yet: " + quote(msg)}
-	case forge.RefusedMethod:
+	case lifecycle.RefusedChecks:
+		return Action{Kind: Wait, Status: lifecycle.StatusEvaluating, Reason: "GitHub does not count its required checks as passed yet: " + quote(msg)}
+	case lifecycle.RefusedMethod:
 		// Tried before the repository's settings were known: now they are.
 		if method, _, ok := chooseMethod(authorMethod(f), f.Methods, f.Rules, p.MergeMethod, p.MethodFrom); ok && method != r.Method {
-			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "merging with " + method + ", a method the repository allows"}
+			return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "merging with " + method + ", a method the repository allows"}
 		}
 		return Action{Kind: Block, Problem: "merge_method", Reason: fmt.Sprintf("GitHub refused to merge with %s (%s): allow it in the repository's settings, or set %s to a method it allows", r.Method, quote(msg), methodFrom(p.MethodFrom))}
-	case forge.RefusedMergeQueue:
+	case lifecycle.RefusedMergeQueue:
 		// GitHub says the base uses its merge queue though its rules, as
 		// read, did not (read before the rule was added, or a classic
 		// branch protection's "require merge queue"): to GitHub's queue.
 		return decideMergeQueue(f, p)
-	case forge.RefusedNotAuthorized:
+	case lifecycle.RefusedNotAuthorized:
 		branch := base
 		if r.Op == "update-branch" {
 			branch = "the pull request's branch"
 		}
 		return Action{Kind: Block, Problem: "not_authorized", Reason: fmt.Sprintf(
 			"mergegate may not push to %s (%s): let the App push to it (the branch's push restrictions, or the ruleset's bypass list)", branch, quote(msg))}
-	case forge.RefusedWorkflows:
+	case lifecycle.RefusedWorkflows:
 		what := "it changes files under .github/workflows"
 		if r.Op == "update-branch" {
 			what = "updating its branch from " + base + " would change files under .github/workflows"
 		}
 		return Action{Kind: Block, Problem: "workflows", Reason: what + ", which GitHub lets an App merge or update only with the workflows permission: " +
 			"give the App \"Workflows: read and write\" and accept the new permission on the installation"}
-	case forge.RefusedConflict:
+	case lifecycle.RefusedConflict:
 		// "Pull Request is not mergeable" is GitHub's answer to a merge for
 		// conflicts, for a head behind a strict base and while it
 		// computes: what the pull request reports now says which. On an
@@ -450,12 +449,12 @@ func decideRefusal(f Facts, p Policy) Action {
 			return a
 		}
 		if f.Retries < MaxRetries {
-			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: fmt.Sprintf(
+			return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: fmt.Sprintf(
 				"GitHub refused the merge (%s) but reports no conflict; trying again", quote(msg))}
 		}
-	case forge.RefusedDraft:
+	case lifecycle.RefusedDraft:
 		return Action{Kind: Leave, Reason: "no longer eligible: pull request is a draft"}
-	case forge.RefusedClosed:
+	case lifecycle.RefusedClosed:
 		return Action{Kind: Leave, Reason: "closed on GitHub"}
 	}
 	if r.Op == "update-branch" {
@@ -481,8 +480,8 @@ func authorMethod(f Facts) string {
 // (and a linear-history rule does not forbid merge commits); else the
 // first it allows. ok is false when none is left. Unknown methods (known
 // nil) are taken to be allowed: GitHub's refusal teaches them.
-func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, preferred, from string) (method, note string, ok bool) {
-	allowed := forge.MergeMethods{Merge: true, Squash: true, Rebase: true}
+func chooseMethod(author string, known *lifecycle.MergeMethods, req lifecycle.Required, preferred, from string) (method, note string, ok bool) {
+	allowed := lifecycle.MergeMethods{Merge: true, Squash: true, Rebase: true}
 	if known != nil {
 		allowed = *known
 	}
@@ -504,7 +503,7 @@ func chooseMethod(author string, known *forge.MergeMethods, req forge.Required, 
 		return "", "", false
 	}
 	why := "the repository does not allow it"
-	if req.LinearHistory && want == forge.MethodMerge {
+	if req.LinearHistory && want == lifecycle.MethodMerge {
 		why = "the base requires a linear history"
 	}
 	return list[0], fmt.Sprintf("%s, not %s (%s): %s", list[0], want, whose, why), true
@@ -519,12 +518,12 @@ func methodFrom(from string) string {
 }
 
 // noMethod blocks for the operator: no merge method is left to use.
-func noMethod(req forge.Required) Action {
+func noMethod(req lifecycle.Required) Action {
 	return Action{Kind: Block, Problem: "merge_method", Reason: "the repository allows no merge method mergegate can use" +
 		linearNote(req) + ": allow squash or rebase merging in the repository's settings"}
 }
 
-func linearNote(req forge.Required) string {
+func linearNote(req lifecycle.Required) string {
 	if req.LinearHistory {
 		return " (the base requires a linear history, so no merge commits)"
 	}
@@ -536,7 +535,7 @@ func bounce(b Bounced) Action {
 }
 
 func waitPassed(reason string) Action {
-	return Action{Kind: Wait, Status: leasedo.StatusGatePassed, Reason: reason}
+	return Action{Kind: Wait, Status: lifecycle.StatusGatePassed, Reason: reason}
 }
 
 func approvals(want, have int) string {

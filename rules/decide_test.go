@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
+
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 const (
@@ -34,22 +34,22 @@ type mod func(*situation)
 // policy is the defaults (label and auto-merge triggers, --merge-method
 // merge, a 1h check timeout). Each mod then changes one thing.
 func given(mods ...mod) situation {
-	it := leasedo.Item{BaseRef: "main", HeadAt: joined.UnixMilli()}
-	it.PRNumber, it.PRSha, it.Status = 7, headSHA, leasedo.StatusGatePassed
+	it := lifecycle.Item{BaseRef: "main", HeadAt: joined.UnixMilli()}
+	it.PRNumber, it.PRSha, it.Status = 7, headSHA, lifecycle.StatusGatePassed
 	s := situation{
 		f: rules.Facts{
 			Entry: it,
 			Head:  true,
-			Gate:  forge.Verdict{Result: forge.GateSuccess, Reason: `required check "ci/build" passed`},
-			Rules: forge.Required{Contexts: []string{"ci/build"}, Configured: true},
-			PR: &forge.PR{
+			Gate:  lifecycle.Verdict{Result: lifecycle.GateSuccess, Reason: `required check "ci/build" passed`},
+			Rules: lifecycle.Required{Contexts: []string{"ci/build"}, Configured: true},
+			PR: &lifecycle.PR{
 				Number: 7, State: "open", HeadSHA: headSHA, HeadRef: "feature", BaseRef: "main",
 				Labels: []string{"automerge"}, Mergeable: ptr(true), MergeableState: "clean",
 			},
-			Methods: &forge.MergeMethods{Merge: true, Squash: true, Rebase: true},
+			Methods: &lifecycle.MergeMethods{Merge: true, Squash: true, Rebase: true},
 			Now:     joined.Add(time.Minute),
 		},
-		p: rules.Policy{Triggers: rules.DefaultOptions(), MergeMethod: forge.MethodMerge, CheckTimeout: time.Hour},
+		p: rules.Policy{Triggers: rules.DefaultOptions(), MergeMethod: lifecycle.MethodMerge, CheckTimeout: time.Hour},
 	}
 	for _, m := range mods {
 		m(&s)
@@ -73,24 +73,24 @@ func blockingTitle(pattern string) mod {
 
 // What GitHub says of the pull request.
 
-func onPR(change func(*forge.PR)) mod { return func(s *situation) { change(s.f.PR) } }
+func onPR(change func(*lifecycle.PR)) mod { return func(s *situation) { change(s.f.PR) } }
 
 func mergeableState(state string) mod {
-	return onPR(func(pr *forge.PR) { pr.MergeableState = state })
+	return onPR(func(pr *lifecycle.PR) { pr.MergeableState = state })
 }
 
 // mergeableNull: GitHub has not computed mergeable yet.
-var mergeableNull = onPR(func(pr *forge.PR) { pr.Mergeable, pr.MergeableState = nil, "unknown" })
+var mergeableNull = onPR(func(pr *lifecycle.PR) { pr.Mergeable, pr.MergeableState = nil, "unknown" })
 
 // conflicts: mergeable false, as GitHub reports a conflict with the base.
-var conflicts = onPR(func(pr *forge.PR) { pr.Mergeable, pr.MergeableState = ptr(false), "dirty" })
+var conflicts = onPR(func(pr *lifecycle.PR) { pr.Mergeable, pr.MergeableState = ptr(false), "dirty" })
 
 func autoMerge(method string) mod {
-	return onPR(func(pr *forge.PR) { pr.AutoMerge, pr.AutoMergeMethod = true, method })
+	return onPR(func(pr *lifecycle.PR) { pr.AutoMerge, pr.AutoMergeMethod = true, method })
 }
 
 func fork(maintainerCanModify bool) mod {
-	return onPR(func(pr *forge.PR) { pr.Fork, pr.MaintainerCanModify = true, maintainerCanModify })
+	return onPR(func(pr *lifecycle.PR) { pr.Fork, pr.MaintainerCanModify = true, maintainerCanModify })
 }
 
 // The gate. The sync reads the pull request only for a head whose checks
@@ -98,14 +98,14 @@ func fork(maintainerCanModify bool) mod {
 
 func checksFailed(reason string) mod {
 	return func(s *situation) {
-		s.f.Gate = forge.Verdict{Result: forge.GateFailure, Reason: reason}
+		s.f.Gate = lifecycle.Verdict{Result: lifecycle.GateFailure, Reason: reason}
 		s.f.PR, s.f.Methods = nil, nil
 	}
 }
 
 func checksPending(reason string, waiting ...string) mod {
 	return func(s *situation) {
-		s.f.Gate = forge.Verdict{Result: forge.GatePending, Reason: reason, Waiting: waiting}
+		s.f.Gate = lifecycle.Verdict{Result: lifecycle.GatePending, Reason: reason, Waiting: waiting}
 		s.f.PR, s.f.Methods = nil, nil
 	}
 }
@@ -118,21 +118,21 @@ var behindHead mod = func(s *situation) { s.f.Head, s.f.PR, s.f.Methods = false,
 
 // The base's rules and the repository's settings.
 
-func base(change func(*forge.Required)) mod { return func(s *situation) { change(&s.f.Rules) } }
+func base(change func(*lifecycle.Required)) mod { return func(s *situation) { change(&s.f.Rules) } }
 
 var (
-	strict        = base(func(r *forge.Required) { r.Strict = true })
-	linear        = base(func(r *forge.Required) { r.LinearHistory = true })
-	mergeQueue    = base(func(r *forge.Required) { r.MergeQueue = true })
-	codeOwners    = base(func(r *forge.Required) { r.CodeOwners = true })
-	conversations = base(func(r *forge.Required) { r.Conversations = true })
+	strict        = base(func(r *lifecycle.Required) { r.Strict = true })
+	linear        = base(func(r *lifecycle.Required) { r.LinearHistory = true })
+	mergeQueue    = base(func(r *lifecycle.Required) { r.MergeQueue = true })
+	codeOwners    = base(func(r *lifecycle.Required) { r.CodeOwners = true })
+	conversations = base(func(r *lifecycle.Required) { r.Conversations = true })
 )
 
 // inGitHubQueue: GitHub reports the entry in its merge queue, at pos of
 // size, in state.
 func inGitHubQueue(pos, size int, state string) mod {
 	return func(s *situation) {
-		s.f.Queue, s.f.InQueue = &forge.QueueEntry{Position: pos, Size: size, State: state}, true
+		s.f.Queue, s.f.InQueue = &lifecycle.QueueEntry{Position: pos, Size: size, State: state}, true
 	}
 }
 
@@ -140,26 +140,28 @@ func inGitHubQueue(pos, size int, state string) mod {
 // queue, and GitHub reports it out of it, removed for reason.
 func removedFromGitHubQueue(reason string) mod {
 	return func(s *situation) {
-		s.f.Entry.GateReason = rules.QueueReason(forge.QueueEntry{Position: 1, Size: 1})
-		s.f.Queue, s.f.InQueue = &forge.QueueEntry{Removed: reason, RemovedAt: joined}, false
+		s.f.Entry.GateReason = rules.QueueReason(lifecycle.QueueEntry{Position: 1, Size: 1})
+		s.f.Queue, s.f.InQueue = &lifecycle.QueueEntry{Removed: reason, RemovedAt: joined}, false
 	}
 }
 
 var enqueue = rules.Action{Kind: rules.Enqueue}
 
-func requireReviews(n int) mod { return base(func(r *forge.Required) { r.Reviews = n }) }
+func requireReviews(n int) mod { return base(func(r *lifecycle.Required) { r.Reviews = n }) }
 
 // reviews are what the pull request's reviews sum up to.
 func reviews(approvals int, changesRequested ...string) mod {
 	return func(s *situation) {
-		s.f.Reviews = &forge.Reviews{Approvals: approvals, ChangesRequested: changesRequested}
+		s.f.Reviews = &lifecycle.Reviews{Approvals: approvals, ChangesRequested: changesRequested}
 	}
 }
 
 // allows sets the repository's allow_merge_commit, allow_squash_merge and
 // allow_rebase_merge.
 func allows(merge, squash, rebase bool) mod {
-	return func(s *situation) { s.f.Methods = &forge.MergeMethods{Merge: merge, Squash: squash, Rebase: rebase} }
+	return func(s *situation) {
+		s.f.Methods = &lifecycle.MergeMethods{Merge: merge, Squash: squash, Rebase: rebase}
+	}
 }
 
 var methodsUnknown mod = func(s *situation) { s.f.Methods = nil }
@@ -173,7 +175,7 @@ var branchUpdateAsked mod = func(s *situation) { s.f.Entry.BranchUpdatedSha = s.
 
 // refused: GitHub refused op ("merge" or "update-branch") just now, with
 // message; the PR was read again since.
-func refused(kind forge.Refusal, op, message string) mod {
+func refused(kind lifecycle.Refusal, op, message string) mod {
 	return func(s *situation) {
 		method := ""
 		if op == "merge" {
@@ -193,17 +195,17 @@ var updateBranch = rules.Action{Kind: rules.UpdateBranch}
 
 // waitChecks: its checks have not passed (yet).
 func waitChecks(reason string) rules.Action {
-	return rules.Action{Kind: rules.Wait, Status: leasedo.StatusEvaluating, Reason: reason}
+	return rules.Action{Kind: rules.Wait, Status: lifecycle.StatusEvaluating, Reason: reason}
 }
 
 // waitPassed: its checks passed; it waits for what reason says.
 func waitPassed(reason string) rules.Action {
-	return rules.Action{Kind: rules.Wait, Status: leasedo.StatusGatePassed, Reason: reason}
+	return rules.Action{Kind: rules.Wait, Status: lifecycle.StatusGatePassed, Reason: reason}
 }
 
 // retry: GitHub settles this by itself; read again after a short pause.
 func retry(reason string) rules.Action {
-	return rules.Action{Kind: rules.Wait, Status: leasedo.StatusQueued, Retry: true, Reason: reason}
+	return rules.Action{Kind: rules.Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: reason}
 }
 
 func bounce(problem string, b rules.Bounced) rules.Action {
@@ -240,40 +242,40 @@ func TestDecide(t *testing.T) {
 	}{
 		// 1. What GitHub says of the pull request itself comes first.
 		{"merged outside mergegate leaves",
-			given(onPR(func(pr *forge.PR) { pr.Merged, pr.State = true, "closed" })),
+			given(onPR(func(pr *lifecycle.PR) { pr.Merged, pr.State = true, "closed" })),
 			leave("merged outside mergegate")},
 		{"closed on GitHub leaves",
-			given(onPR(func(pr *forge.PR) { pr.State = "closed" })),
+			given(onPR(func(pr *lifecycle.PR) { pr.State = "closed" })),
 			leave("closed on GitHub")},
 		{"turned back into a draft leaves, no longer eligible",
-			given(onPR(func(pr *forge.PR) { pr.Draft = true })),
+			given(onPR(func(pr *lifecycle.PR) { pr.Draft = true })),
 			leave("no longer eligible: pull request is a draft")},
 		{"trigger label removed leaves, no longer eligible",
-			given(onPR(func(pr *forge.PR) { pr.Labels = []string{"bug"} })),
+			given(onPR(func(pr *lifecycle.PR) { pr.Labels = []string{"bug"} })),
 			leave(`no longer eligible: no "automerge" label and auto-merge is not enabled`)},
 		{"label trigger off: a labelled pull request without auto-merge leaves",
 			given(func(s *situation) { s.p.Triggers.TriggerLabel = "" }),
 			leave("no longer eligible: auto-merge is not enabled")},
 		{"auto-merge alone keeps it eligible and merges",
-			given(onPR(func(pr *forge.PR) { pr.Labels = nil }), autoMerge("")),
+			given(onPR(func(pr *lifecycle.PR) { pr.Labels = nil }), autoMerge("")),
 			merge("merge", "")},
 		{"closed while merging leaves, whatever GitHub refused",
-			given(onPR(func(pr *forge.PR) { pr.State = "closed" }), refused(forge.RefusedOther, "merge", "Pull Request is not mergeable")),
+			given(onPR(func(pr *lifecycle.PR) { pr.State = "closed" }), refused(lifecycle.RefusedOther, "merge", "Pull Request is not mergeable")),
 			leave("closed on GitHub")},
 		{"new head re-gates",
-			given(onPR(func(pr *forge.PR) { pr.HeadSHA = newSHA })),
+			given(onPR(func(pr *lifecycle.PR) { pr.HeadSHA = newSHA })),
 			regateHead(newSHA, "new commits on GitHub")},
 		{"base changed re-gates",
-			given(onPR(func(pr *forge.PR) { pr.BaseRef = "release-1.x" })),
+			given(onPR(func(pr *lifecycle.PR) { pr.BaseRef = "release-1.x" })),
 			regateBase("release-1.x", "base branch changed from main to release-1.x")},
 		{"new head and new base re-gate the head first",
-			given(onPR(func(pr *forge.PR) { pr.HeadSHA, pr.BaseRef = newSHA, "release-1.x" })),
+			given(onPR(func(pr *lifecycle.PR) { pr.HeadSHA, pr.BaseRef = newSHA, "release-1.x" })),
 			regateHead(newSHA, "new commits on GitHub")},
 		{"snapshot without a head sha is not a new head",
-			given(onPR(func(pr *forge.PR) { pr.HeadSHA = "" })),
+			given(onPR(func(pr *lifecycle.PR) { pr.HeadSHA = "" })),
 			merge("merge", "")},
 		{"entry whose base is not recorded yet is not re-gated for its base",
-			given(func(s *situation) { s.f.Entry.BaseRef = "" }, onPR(func(pr *forge.PR) { pr.BaseRef = "release-1.x" })),
+			given(func(s *situation) { s.f.Entry.BaseRef = "" }, onPR(func(pr *lifecycle.PR) { pr.BaseRef = "release-1.x" })),
 			merge("merge", "")},
 
 		// 2. The gate: a failure bounces; checks that have not concluded
@@ -288,7 +290,7 @@ func TestDecide(t *testing.T) {
 			given(checksPending(`waiting for required check "e2e", which has not reported yet`, "e2e")),
 			waitChecks(`waiting for required check "e2e", which has not reported yet`)},
 		{"gate not read yet waits for checks",
-			given(func(s *situation) { s.f.Gate, s.f.PR = forge.Verdict{}, nil }),
+			given(func(s *situation) { s.f.Gate, s.f.PR = lifecycle.Verdict{}, nil }),
 			waitChecks("waiting for checks")},
 		{"checks just inside the timeout still wait",
 			given(checksPending(`waiting for required check "e2e"`, "e2e"), after(time.Hour-time.Second)),
@@ -323,7 +325,7 @@ func TestDecide(t *testing.T) {
 		// 3. Behind the head, checks passed: wait its turn.
 		{"entry behind the head waits with gate passed",
 			given(behindHead),
-			rules.Action{Kind: rules.Wait, Status: leasedo.StatusGatePassed}},
+			rules.Action{Kind: rules.Wait, Status: lifecycle.StatusGatePassed}},
 		// The sync reads the pull request only after GitHub refused: the
 		// guarded merge checks the rest.
 		{"head not read from GitHub merges with --merge-method",
@@ -334,9 +336,9 @@ func TestDecide(t *testing.T) {
 			merge("rebase", "the method chosen with auto-merge")},
 		{"head not read from GitHub, reviews required and missing, waits",
 			given(func(s *situation) {
-				s.f.PR, s.f.Rules.Reviews, s.f.Reviews = nil, 1, &forge.Reviews{}
+				s.f.PR, s.f.Rules.Reviews, s.f.Reviews = nil, 1, &lifecycle.Reviews{}
 			}),
-			rules.Action{Kind: rules.Wait, Status: leasedo.StatusGatePassed, Reason: "waiting for an approving review"}},
+			rules.Action{Kind: rules.Wait, Status: lifecycle.StatusGatePassed, Reason: "waiting for an approving review"}},
 
 		// 5. The head, checks passed.
 		{"clean head merges with --merge-method",
@@ -369,19 +371,19 @@ func TestDecide(t *testing.T) {
 			given(mergeQueue, frozen("release Friday")),
 			waitPassed("frozen: release Friday")},
 		{"merge queue on the base: a blocking label holds it, not enqueued",
-			given(mergeQueue, blocking("do-not-merge"), onPR(func(pr *forge.PR) { pr.Labels = append(pr.Labels, "do-not-merge") })),
+			given(mergeQueue, blocking("do-not-merge"), onPR(func(pr *lifecycle.PR) { pr.Labels = append(pr.Labels, "do-not-merge") })),
 			block("held", `held: the label "do-not-merge" keeps it from merging: remove the label to let it merge`)},
 		{"in GitHub's merge queue: waits there, saying its place",
-			given(mergeQueue, behindHead, inGitHubQueue(2, 3, forge.QueueStateQueued)),
+			given(mergeQueue, behindHead, inGitHubQueue(2, 3, lifecycle.QueueStateQueued)),
 			waitPassed("in GitHub's merge queue (position 2 of 3)")},
 		{"in GitHub's merge queue, first: says its group's checks run",
-			given(mergeQueue, inGitHubQueue(1, 3, forge.QueueStateAwaitingChecks)),
+			given(mergeQueue, inGitHubQueue(1, 3, lifecycle.QueueStateAwaitingChecks)),
 			waitPassed("in GitHub's merge queue (position 1 of 3, its merge group's checks running)")},
 		{"in GitHub's merge queue and frozen: GitHub merges it, mergegate says its place",
-			given(mergeQueue, frozen("release"), inGitHubQueue(1, 1, forge.QueueStateMergeable)),
+			given(mergeQueue, frozen("release"), inGitHubQueue(1, 1, lifecycle.QueueStateMergeable)),
 			waitPassed("in GitHub's merge queue (position 1 of 1, about to be merged)")},
 		{"merged by GitHub's merge queue leaves (rule 1)",
-			given(mergeQueue, onPR(func(pr *forge.PR) { pr.Merged, pr.State = true, "closed" })),
+			given(mergeQueue, onPR(func(pr *lifecycle.PR) { pr.Merged, pr.State = true, "closed" })),
 			leave("merged outside mergegate")},
 		{"removed from GitHub's merge queue for a failed merge group bounces with GitHub's reason",
 			given(mergeQueue, removedFromGitHubQueue("CI_FAILURE")),
@@ -394,29 +396,29 @@ func TestDecide(t *testing.T) {
 			enqueue},
 		// GitHub's refusals to enqueue (the pull request read again).
 		{"enqueue refused, head moved: reads the pull request again",
-			given(mergeQueue, refused(forge.RefusedHeadModified, "enqueue", "expected head oid didn't match current head ref.")),
+			given(mergeQueue, refused(lifecycle.RefusedHeadModified, "enqueue", "expected head oid didn't match current head ref.")),
 			retry("GitHub reported new commits; reading the pull request again")},
 		{"enqueue refused, checks GitHub does not count yet: waits for checks",
-			given(mergeQueue, refused(forge.RefusedChecks, "enqueue", "Pull request Required workflow 'CI' is not satisfied")),
+			given(mergeQueue, refused(lifecycle.RefusedChecks, "enqueue", "Pull request Required workflow 'CI' is not satisfied")),
 			waitChecks(`GitHub's merge queue does not count its required checks as passed yet: "Pull request Required workflow 'CI' is not satisfied"`)},
 		{"enqueue refused for a code owner's review: waits",
-			given(mergeQueue, refused(forge.RefusedReview, "enqueue", "Pull request Waiting on code owner review from octo-org/core")),
+			given(mergeQueue, refused(lifecycle.RefusedReview, "enqueue", "Pull request Waiting on code owner review from octo-org/core")),
 			waitPassed(`waiting for reviews: GitHub says "Pull request Waiting on code owner review from octo-org/core"`)},
 		{"enqueue refused, the App may not: blocks for the operator",
-			given(mergeQueue, refused(forge.RefusedNotAuthorized, "enqueue", "Resource not accessible by integration")),
+			given(mergeQueue, refused(lifecycle.RefusedNotAuthorized, "enqueue", "Resource not accessible by integration")),
 			block("not_authorized", `mergegate may not add pull requests to GitHub's merge queue for main ("Resource not accessible by integration"): `+
 				`give the App "Contents: read and write" and "Pull requests: read and write" on the installation`)},
 		{"enqueue refused, no queue on the base after all: reads the rules again",
-			given(mergeQueue, refused(forge.RefusedMergeQueue, "enqueue", "No merge queue found for branch main")),
+			given(mergeQueue, refused(lifecycle.RefusedMergeQueue, "enqueue", "No merge queue found for branch main")),
 			retry(`GitHub says main has no merge queue ("No merge queue found for branch main"); reading its rules again`)},
 		{"enqueue refused for conflicts the pull request reports: bounces for conflicts",
-			given(mergeQueue, conflicts, refused(forge.RefusedConflict, "enqueue", "Pull request has merge conflicts")),
+			given(mergeQueue, conflicts, refused(lifecycle.RefusedConflict, "enqueue", "Pull request has merge conflicts")),
 			bounce("conflict", rules.Bounced{Kind: rules.BounceConflict, Base: "main"})},
 		{"enqueue refused for a reason not sorted: bounces with GitHub's words",
-			given(mergeQueue, refused(forge.RefusedOther, "enqueue", "Pull request Something new.")),
+			given(mergeQueue, refused(lifecycle.RefusedOther, "enqueue", "Pull request Something new.")),
 			bounce("enqueue_refused", rules.Bounced{Kind: rules.BounceEnqueueRefused, Base: "main", Detail: "Pull request Something new"})},
 		{"enqueue refused but closed since: leaves (rule 1)",
-			given(mergeQueue, onPR(func(pr *forge.PR) { pr.State = "closed" }), refused(forge.RefusedClosed, "enqueue", "Pull request is closed")),
+			given(mergeQueue, onPR(func(pr *lifecycle.PR) { pr.State = "closed" }), refused(lifecycle.RefusedClosed, "enqueue", "Pull request is closed")),
 			leave("closed on GitHub")},
 		{"--merge-method squash is used when allowed",
 			given(mergeMethod("squash")),
@@ -533,108 +535,108 @@ func TestDecide(t *testing.T) {
 
 		// 4. After GitHub refused a merge or an update of the branch.
 		{"409 head moved on merge waits and reads again",
-			given(refused(forge.RefusedHeadModified, "merge", "Head branch was modified. Review and try the merge again.")),
+			given(refused(lifecycle.RefusedHeadModified, "merge", "Head branch was modified. Review and try the merge again.")),
 			retry("GitHub reported new commits; reading the pull request again")},
 		{"422 update-branch head moved re-gates the new head",
-			given(refused(forge.RefusedHeadModified, "update-branch", "expected head sha didn't match current head ref."),
-				onPR(func(pr *forge.PR) { pr.HeadSHA = newSHA })),
+			given(refused(lifecycle.RefusedHeadModified, "update-branch", "expected head sha didn't match current head ref."),
+				onPR(func(pr *lifecycle.PR) { pr.HeadSHA = newSHA })),
 			regateHead(newSHA, "new commits on GitHub")},
 		{"422 update-branch head moved, not yet seen on the pull request, waits and reads again",
-			given(refused(forge.RefusedHeadModified, "update-branch", "expected head sha didn't match current head ref.")),
+			given(refused(lifecycle.RefusedHeadModified, "update-branch", "expected head sha didn't match current head ref.")),
 			retry("GitHub reported new commits; reading the pull request again")},
 		{"405 base modified waits and retries",
-			given(refused(forge.RefusedBaseModified, "merge", "Base branch was modified. Review and try the merge again.")),
+			given(refused(lifecycle.RefusedBaseModified, "merge", "Base branch was modified. Review and try the merge again.")),
 			retry("main moved while merging; trying again")},
 		{"405 head not up to date on merge updates the branch",
-			given(strict, refused(forge.RefusedBehind, "merge", "Head branch is not up to date with the base branch.")),
+			given(strict, refused(lifecycle.RefusedBehind, "merge", "Head branch is not up to date with the base branch.")),
 			updateBranch},
 		{"405 head not up to date, update already asked, waits",
-			given(strict, branchUpdateAsked, refused(forge.RefusedBehind, "merge", "Head branch is not up to date with the base branch.")),
+			given(strict, branchUpdateAsked, refused(lifecycle.RefusedBehind, "merge", "Head branch is not up to date with the base branch.")),
 			waitPassed("branch being updated from main")},
 		{"405 head not up to date on a fork without maintainer edits waits for its author",
-			given(strict, fork(false), refused(forge.RefusedBehind, "merge", "Head branch is not up to date with the base branch.")),
+			given(strict, fork(false), refused(lifecycle.RefusedBehind, "merge", "Head branch is not up to date with the base branch.")),
 			waitPassed(forkBehindReason)},
 		{"not up to date from update-branch itself bounces with GitHub's words",
-			given(refused(forge.RefusedBehind, "update-branch", "Head branch is out of date.")),
+			given(refused(lifecycle.RefusedBehind, "update-branch", "Head branch is out of date.")),
 			bounce("update_refused", rules.Bounced{Kind: rules.BounceUpdateRefused, Base: "main", Detail: "Head branch is out of date"})},
 		{"no new commits after update → merge",
-			given(mergeableState("behind"), strict, refused(forge.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
+			given(mergeableState("behind"), strict, refused(lifecycle.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
 			merge("merge", "")},
 		{"no new commits after update merges with a method the repository allows",
-			given(allows(false, true, false), refused(forge.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
+			given(allows(false, true, false), refused(lifecycle.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
 			merge("squash", "squash, not merge (--merge-method): the repository does not allow it")},
 		{"no new commits after update, no usable merge method, blocks for the operator",
-			given(allows(true, false, false), linear, refused(forge.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
+			given(allows(true, false, false), linear, refused(lifecycle.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
 			block("merge_method", "the repository allows no merge method mergegate can use (the base requires a linear history, so no merge commits): "+
 				"allow squash or rebase merging in the repository's settings")},
 		{"review required refusal waits, never bounces",
-			given(refused(forge.RefusedReview, "merge", "At least 1 approving review is required by reviewers with write access.")),
+			given(refused(lifecycle.RefusedReview, "merge", "At least 1 approving review is required by reviewers with write access.")),
 			waitPassed(`waiting for reviews: GitHub says "At least 1 approving review is required by reviewers with write access"`)},
 		{"required status check refusal waits for the checks",
-			given(refused(forge.RefusedChecks, "merge", `Required status check "ci/build" is expected.`)),
+			given(refused(lifecycle.RefusedChecks, "merge", `Required status check "ci/build" is expected.`)),
 			waitChecks(`GitHub does not count its required checks as passed yet: "Required status check "ci/build" is expected"`)},
 		{"merge method refused blocks for the operator",
-			given(refused(forge.RefusedMethod, "merge", "Merge commits are not allowed on this repository.")),
+			given(refused(lifecycle.RefusedMethod, "merge", "Merge commits are not allowed on this repository.")),
 			block("merge_method", `GitHub refused to merge with merge ("Merge commits are not allowed on this repository"): `+
 				"allow it in the repository's settings, or set --merge-method to a method it allows")},
 		{"405 changes must be made through the merge queue: its rules did not show the queue, enqueued",
-			given(refused(forge.RefusedMergeQueue, "merge", "Changes must be made through the merge queue")),
+			given(refused(lifecycle.RefusedMergeQueue, "merge", "Changes must be made through the merge queue")),
 			enqueue},
 		{"405 changes must be made through the merge queue, reviews missing: waits before it is enqueued",
-			given(refused(forge.RefusedMergeQueue, "merge", "Changes must be made through the merge queue"), requireReviews(1), reviews(0)),
+			given(refused(lifecycle.RefusedMergeQueue, "merge", "Changes must be made through the merge queue"), requireReviews(1), reviews(0)),
 			waitPassed("waiting for an approving review")},
 		{"an entry mergegate put in GitHub's queue is read there even when its base's rules do not show the queue",
-			given(behindHead, inGitHubQueue(1, 2, forge.QueueStateQueued), func(s *situation) {
-				s.f.Entry.GateReason = rules.QueueReason(forge.QueueEntry{Position: 2, Size: 2})
+			given(behindHead, inGitHubQueue(1, 2, lifecycle.QueueStateQueued), func(s *situation) {
+				s.f.Entry.GateReason = rules.QueueReason(lifecycle.QueueEntry{Position: 2, Size: 2})
 			}),
 			waitPassed("in GitHub's merge queue (position 1 of 2)")},
 		{"enqueue refused, no queue on the base, again and again: blocks for the operator",
-			given(mergeQueue, refused(forge.RefusedMergeQueue, "enqueue", "No merge queue found for branch main"), func(s *situation) { s.f.Retries = rules.MaxRetries }),
+			given(mergeQueue, refused(lifecycle.RefusedMergeQueue, "enqueue", "No merge queue found for branch main"), func(s *situation) { s.f.Retries = rules.MaxRetries }),
 			block("merge_queue", `GitHub refuses to add pull requests to a merge queue for main ("No merge queue found for branch main") though its ruleset has a merge queue rule: check the rule's settings for main`)},
 		{"not authorized blocks",
-			given(refused(forge.RefusedNotAuthorized, "merge", "You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information.")),
+			given(refused(lifecycle.RefusedNotAuthorized, "merge", "You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information.")),
 			block("not_authorized", `mergegate may not push to main ("You're not authorized to push to this branch. Visit https://docs.github.com/articles/about-protected-branches/ for more information"): `+
 				"let the App push to it (the branch's push restrictions, or the ruleset's bypass list)")},
 		{"workflows 403 blocks",
-			given(refused(forge.RefusedWorkflows, "merge", "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission")),
+			given(refused(lifecycle.RefusedWorkflows, "merge", "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission")),
 			block("workflows", "it changes files under .github/workflows, which GitHub lets an App merge or update only with the workflows permission: "+
 				`give the App "Workflows: read and write" and accept the new permission on the installation`)},
 		{"workflows 403 on update-branch blocks too",
-			given(refused(forge.RefusedWorkflows, "update-branch", "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission")),
+			given(refused(lifecycle.RefusedWorkflows, "update-branch", "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission")),
 			block("workflows", "updating its branch from main would change files under .github/workflows, which GitHub lets an App merge or update only with the workflows permission: "+
 				`give the App "Workflows: read and write" and accept the new permission on the installation`)},
 		// GitHub's "not mergeable" says no more than that: the PR read
 		// again says why.
 		{"405 not mergeable, the PR reporting conflicts, bounces for conflicts",
-			given(conflicts, refused(forge.RefusedConflict, "merge", "Pull Request is not mergeable")),
+			given(conflicts, refused(lifecycle.RefusedConflict, "merge", "Pull Request is not mergeable")),
 			bounce("conflict", rules.Bounced{Kind: rules.BounceConflict, Base: "main"})},
 		{"405 not mergeable, the PR behind a strict base, updates the branch",
-			given(mergeableState("behind"), strict, refused(forge.RefusedConflict, "merge", "Pull Request is not mergeable")),
+			given(mergeableState("behind"), strict, refused(lifecycle.RefusedConflict, "merge", "Pull Request is not mergeable")),
 			rules.Action{Kind: rules.UpdateBranch}},
 		{"405 not mergeable while GitHub computes mergeable waits and reads again",
-			given(mergeableNull, refused(forge.RefusedConflict, "merge", "Pull Request is not mergeable")),
-			rules.Action{Kind: rules.Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}},
+			given(mergeableNull, refused(lifecycle.RefusedConflict, "merge", "Pull Request is not mergeable")),
+			rules.Action{Kind: rules.Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}},
 		{"405 not mergeable though GitHub reports it clean tries again",
-			given(refused(forge.RefusedConflict, "merge", "Pull Request is not mergeable")),
-			rules.Action{Kind: rules.Wait, Status: leasedo.StatusQueued, Retry: true,
+			given(refused(lifecycle.RefusedConflict, "merge", "Pull Request is not mergeable")),
+			rules.Action{Kind: rules.Wait, Status: lifecycle.StatusQueued, Retry: true,
 				Reason: `GitHub refused the merge ("Pull Request is not mergeable") but reports no conflict; trying again`}},
 		{"405 not mergeable though clean, tried MaxRetries times, bounces with GitHub's words",
-			given(refused(forge.RefusedConflict, "merge", "Pull Request is not mergeable"), func(s *situation) { s.f.Retries = rules.MaxRetries }),
+			given(refused(lifecycle.RefusedConflict, "merge", "Pull Request is not mergeable"), func(s *situation) { s.f.Retries = rules.MaxRetries }),
 			bounce("merge_refused", rules.Bounced{Kind: rules.BounceMergeRefused, Detail: "Pull Request is not mergeable"})},
 		{"422 merge conflict on update-branch bounces for conflicts",
-			given(refused(forge.RefusedConflict, "update-branch", "merge conflict between base and head")),
+			given(refused(lifecycle.RefusedConflict, "update-branch", "merge conflict between base and head")),
 			bounce("conflict", rules.Bounced{Kind: rules.BounceConflict, Base: "main"})},
 		{"refused as a draft leaves",
-			given(refused(forge.RefusedDraft, "merge", "Pull Request is still a draft")),
+			given(refused(lifecycle.RefusedDraft, "merge", "Pull Request is still a draft")),
 			leave("no longer eligible: pull request is a draft")},
 		{"refused as closed leaves",
-			given(refused(forge.RefusedClosed, "merge", "Pull Request is closed")),
+			given(refused(lifecycle.RefusedClosed, "merge", "Pull Request is closed")),
 			leave("closed on GitHub")},
 		{"unknown refusal bounces with GitHub's words",
-			given(refused(forge.RefusedOther, "merge", "Repository rule violations found: Commits must have verified signatures.")),
+			given(refused(lifecycle.RefusedOther, "merge", "Repository rule violations found: Commits must have verified signatures.")),
 			bounce("merge_refused", rules.Bounced{Kind: rules.BounceMergeRefused, Detail: "Repository rule violations found: Commits must have verified signatures"})},
 		{"unknown refusal of several lines bounces with GitHub's words on one line",
-			given(refused(forge.RefusedOther, "merge", "Repository rule violations found\n\nCommits must have verified signatures.\n\n")),
+			given(refused(lifecycle.RefusedOther, "merge", "Repository rule violations found\n\nCommits must have verified signatures.\n\n")),
 			bounce("merge_refused", rules.Bounced{Kind: rules.BounceMergeRefused, Detail: "Repository rule violations found: Commits must have verified signatures"})},
 		// The repository's policy (.github/mergegate.yml).
 		{"frozen: the head whose checks passed waits, saying the freeze's message",
@@ -650,37 +652,37 @@ func TestDecide(t *testing.T) {
 			given(frozen("release"), checksPending("waiting for ci/build")),
 			waitChecks("waiting for ci/build")},
 		{"frozen: GitHub's no-new-commits answer does not merge",
-			given(frozen("release"), refused(forge.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
+			given(frozen("release"), refused(lifecycle.RefusedNoNewCommits, "update-branch", "There are no new commits on the base branch.")),
 			waitPassed("frozen: release")},
 		{"a blocking label keeps the head from merging, saying which",
-			given(blocking("do-not-merge"), onPR(func(pr *forge.PR) { pr.Labels = append(pr.Labels, "Do-Not-Merge") })),
+			given(blocking("do-not-merge"), onPR(func(pr *lifecycle.PR) { pr.Labels = append(pr.Labels, "Do-Not-Merge") })),
 			block("held", `held: the label "do-not-merge" keeps it from merging: remove the label to let it merge`)},
 		{"a blocking label not on the pull request merges",
 			given(blocking("do-not-merge")),
 			merge("merge", "")},
 		{"a title matching blocking_title waits",
-			given(blockingTitle("^WIP"), onPR(func(pr *forge.PR) { pr.Title = "WIP: half done" })),
+			given(blockingTitle("^WIP"), onPR(func(pr *lifecycle.PR) { pr.Title = "WIP: half done" })),
 			block("held", `held: its title matches blocking_title "^WIP": change the title to let it merge`)},
 		{"a title not matching blocking_title merges",
-			given(blockingTitle("^WIP"), onPR(func(pr *forge.PR) { pr.Title = "Fix WIP detection" })),
+			given(blockingTitle("^WIP"), onPR(func(pr *lifecycle.PR) { pr.Title = "Fix WIP detection" })),
 			merge("merge", "")},
 		{"the merge method from the file, not allowed, names the file in the note",
 			given(func(s *situation) {
 				s.p.MergeMethod, s.p.MethodFrom = "squash", "merge_method in .github/mergegate.yml"
-				s.f.Methods = &forge.MergeMethods{Merge: true}
+				s.f.Methods = &lifecycle.MergeMethods{Merge: true}
 			}),
 			merge("merge", "merge, not squash (merge_method in .github/mergegate.yml): the repository does not allow it")},
 		{"the check timeout from the file bounces sooner",
 			given(checksPending("waiting for ci/build"), after(time.Minute), func(s *situation) { s.p.CheckTimeout = 30 * time.Second }),
 			bounce("check_timeout", rules.Bounced{Kind: rules.BounceCheckTimeout, After: 30 * time.Second})},
 		{"trigger_labels: a pull request with another of them stays eligible",
-			given(func(s *situation) { s.p.Triggers.TriggerLabels = []string{"ship-it", "automerge"} }, onPR(func(pr *forge.PR) { pr.Labels = []string{"ship-it"} })),
+			given(func(s *situation) { s.p.Triggers.TriggerLabels = []string{"ship-it", "automerge"} }, onPR(func(pr *lifecycle.PR) { pr.Labels = []string{"ship-it"} })),
 			merge("merge", "")},
 		{"branches: a pull request moved to a base with no queue leaves",
-			given(func(s *situation) { s.p.Triggers.Branches = []string{"main"} }, onPR(func(pr *forge.PR) { pr.BaseRef = "dev" })),
+			given(func(s *situation) { s.p.Triggers.Branches = []string{"main"} }, onPR(func(pr *lifecycle.PR) { pr.BaseRef = "dev" })),
 			leave("no longer eligible: its base branch dev has no queue (branches: main)")},
 		{"unknown refusal of update-branch bounces with GitHub's words",
-			given(refused(forge.RefusedOther, "update-branch", "Something went wrong updating the branch.")),
+			given(refused(lifecycle.RefusedOther, "update-branch", "Something went wrong updating the branch.")),
 			bounce("update_refused", rules.Bounced{Kind: rules.BounceUpdateRefused, Base: "main", Detail: "Something went wrong updating the branch"})},
 	}
 	seen := map[string]bool{}

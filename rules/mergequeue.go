@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // A base that uses GitHub's own merge queue (a ruleset's merge_queue rule)
@@ -40,19 +39,19 @@ const InGitHubQueuePrefix = "in GitHub's merge queue"
 // QueueReason is what an entry in GitHub's merge queue waits for:
 // "in GitHub's merge queue (position 2 of 3)", with what GitHub says of
 // its entry when that says more.
-func QueueReason(e forge.QueueEntry) string {
+func QueueReason(e lifecycle.QueueEntry) string {
 	place := fmt.Sprintf("position %d", e.Position)
 	if e.Size > 0 {
 		place += fmt.Sprintf(" of %d", e.Size)
 	}
 	switch e.State {
-	case forge.QueueStateAwaitingChecks:
+	case lifecycle.QueueStateAwaitingChecks:
 		place += ", its merge group's checks running"
-	case forge.QueueStateMergeable:
+	case lifecycle.QueueStateMergeable:
 		place += ", about to be merged"
-	case forge.QueueStateLocked:
+	case lifecycle.QueueStateLocked:
 		place += ", being merged"
-	case forge.QueueStateUnmergeable:
+	case lifecycle.QueueStateUnmergeable:
 		place += ", GitHub reports it cannot be merged"
 	}
 	return InGitHubQueuePrefix + " (" + place + ")"
@@ -62,7 +61,7 @@ func QueueReason(e forge.QueueEntry) string {
 // nothing has reset its reason since: a new head or base gates it
 // again). Its place there is read even when the base's rules, as read, do
 // not show the queue.
-func InGitHubQueue(e leasedo.Item) bool {
+func InGitHubQueue(e lifecycle.Item) bool {
 	return strings.HasPrefix(e.GateReason, InGitHubQueuePrefix)
 }
 
@@ -120,42 +119,42 @@ func decideEnqueueRefusal(f Facts, p Policy) Action {
 	r, base := f.Refusal, f.PR.BaseRef
 	msg := oneLine(r.Message)
 	switch r.Kind {
-	case forge.RefusedHeadModified:
-		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub reported new commits; reading the pull request again"}
-	case forge.RefusedBaseModified:
-		return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub is settling; adding it to its merge queue again"}
-	case forge.RefusedChecks:
-		return Action{Kind: Wait, Status: leasedo.StatusEvaluating, Reason: "GitHub's merge queue does not count its required checks as passed yet: " + quote(msg)}
-	case forge.RefusedReview:
+	case lifecycle.RefusedHeadModified:
+		return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "GitHub reported new commits; reading the pull request again"}
+	case lifecycle.RefusedBaseModified:
+		return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "GitHub is settling; adding it to its merge queue again"}
+	case lifecycle.RefusedChecks:
+		return Action{Kind: Wait, Status: lifecycle.StatusEvaluating, Reason: "GitHub's merge queue does not count its required checks as passed yet: " + quote(msg)}
+	case lifecycle.RefusedReview:
 		return waitPassed("waiting for reviews: GitHub says " + quote(msg))
-	case forge.RefusedMergeQueue:
+	case lifecycle.RefusedMergeQueue:
 		// The rules said it has a queue, GitHub says it has none: they
 		// are read again (the cache was dropped with the refusal).
 		if f.Retries < MaxRetries {
-			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: fmt.Sprintf(
+			return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: fmt.Sprintf(
 				"GitHub says %s has no merge queue (%s); reading its rules again", base, quote(msg))}
 		}
 		return Action{Kind: Block, Problem: "merge_queue", Reason: fmt.Sprintf(
 			"GitHub refuses to add pull requests to a merge queue for %s (%s) though its ruleset has a merge queue rule: check the rule's settings for %s", base, quote(msg), base)}
-	case forge.RefusedNotAuthorized:
+	case lifecycle.RefusedNotAuthorized:
 		return Action{Kind: Block, Problem: "not_authorized", Reason: fmt.Sprintf(
 			"mergegate may not add pull requests to GitHub's merge queue for %s (%s): give the App \"Contents: read and write\" and \"Pull requests: read and write\" on the installation", base, quote(msg))}
-	case forge.RefusedWorkflows:
+	case lifecycle.RefusedWorkflows:
 		return Action{Kind: Block, Problem: "workflows", Reason: "it changes files under .github/workflows, which GitHub lets an App merge only with the workflows permission: " +
 			"give the App \"Workflows: read and write\" and accept the new permission on the installation"}
-	case forge.RefusedConflict:
+	case lifecycle.RefusedConflict:
 		switch pr := f.PR; {
 		case pr.Mergeable != nil && (!*pr.Mergeable || pr.MergeableState == "dirty"):
 			return bounce(Bounced{Kind: BounceConflict, Base: base})
 		case pr.Mergeable == nil || pr.MergeableState == "unknown":
-			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}
+			return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "GitHub is still working out whether it can be merged"}
 		case f.Retries < MaxRetries:
-			return Action{Kind: Wait, Status: leasedo.StatusQueued, Retry: true, Reason: fmt.Sprintf(
+			return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: fmt.Sprintf(
 				"GitHub's merge queue refused it (%s) but GitHub reports no conflict; trying again", quote(msg))}
 		}
-	case forge.RefusedDraft:
+	case lifecycle.RefusedDraft:
 		return Action{Kind: Leave, Reason: "no longer eligible: pull request is a draft"}
-	case forge.RefusedClosed:
+	case lifecycle.RefusedClosed:
 		return Action{Kind: Leave, Reason: "closed on GitHub"}
 	}
 	return bounce(Bounced{Kind: BounceEnqueueRefused, Base: base, Detail: msg})

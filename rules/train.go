@@ -5,8 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // Modes of a base branch's queue (mode in .github/mergegate.yml).
@@ -74,7 +73,7 @@ func DecideTrainEntry(f Facts, p Policy) Action {
 	if a.Kind == Merge || a.Kind == UpdateBranch {
 		// A group is built on the base's tip: a branch behind the base is
 		// brought up to date by the group itself.
-		return Action{Kind: Wait, Status: leasedo.StatusGatePassed, Reason: ReadyReason}
+		return Action{Kind: Wait, Status: lifecycle.StatusGatePassed, Reason: ReadyReason}
 	}
 	return a
 }
@@ -85,15 +84,15 @@ type TrainFacts struct {
 	// Tip is the base branch's commit now.
 	Tip string
 	// Landed is what mergegate left on the base after its last landing.
-	Landed leasedo.Landed
+	Landed lifecycle.Landed
 	// Groups are the base's groups in landing order; Gates[i] is the gate
 	// of Groups[i] at its head (read for testing groups only).
-	Groups []leasedo.Group
-	Gates  []forge.Verdict
+	Groups []lifecycle.Group
+	Gates  []lifecycle.Verdict
 	// Entries are the base's queue entries by number; Ready those whose
 	// own gate passed and that are in no group, in queue order.
-	Entries map[int]leasedo.Item
-	Ready   []leasedo.Item
+	Entries map[int]lifecycle.Item
+	Ready   []lifecycle.Item
 	Now     time.Time
 }
 
@@ -143,13 +142,13 @@ func (k TrainKind) String() string {
 // TrainAction is the one next thing to do about a base's train.
 type TrainAction struct {
 	Kind    TrainKind
-	Group   leasedo.Group
-	Parent  string               // TrainBuild: the commit to build on
-	PRs     []leasedo.GroupPR    // TrainPlan: the members; TrainDrop: those to remove
-	Halves  [2][]leasedo.GroupPR // TrainSplit
-	Culprit leasedo.GroupPR      // TrainBounce
-	Bounced Bounced              // TrainBounce: what its author reads
-	Landing string               // TrainLand
+	Group   lifecycle.Group
+	Parent  string                 // TrainBuild: the commit to build on
+	PRs     []lifecycle.GroupPR    // TrainPlan: the members; TrainDrop: those to remove
+	Halves  [2][]lifecycle.GroupPR // TrainSplit
+	Culprit lifecycle.GroupPR      // TrainBounce
+	Bounced Bounced                // TrainBounce: what its author reads
+	Landing string                 // TrainLand
 	// Reason says why, for the log and the groups' record.
 	Reason string
 }
@@ -181,10 +180,10 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		return TrainAction{Kind: TrainWait}
 	}
 	for _, g := range f.Groups {
-		if g.State == leasedo.GroupLanding {
+		if g.State == lifecycle.GroupLanding {
 			continue
 		}
-		var drop []leasedo.GroupPR
+		var drop []lifecycle.GroupPR
 		var why []string
 		for _, m := range g.PRs {
 			if reason := memberGone(f.Entries, m); reason != "" {
@@ -198,8 +197,8 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 	}
 	if len(f.Groups) > 0 {
 		// Only the first group is built on the base; the others on it.
-		if g := f.Groups[0]; g.Built() && g.State != leasedo.GroupLanding && !current(f, g.Parent) {
-			return TrainAction{Kind: TrainRebase, Reason: fmt.Sprintf("%s moved to %s outside mergegate", f.Base, forge.ShortSHA(f.Tip))}
+		if g := f.Groups[0]; g.Built() && g.State != lifecycle.GroupLanding && !current(f, g.Parent) {
+			return TrainAction{Kind: TrainRebase, Reason: fmt.Sprintf("%s moved to %s outside mergegate", f.Base, lifecycle.ShortSHA(f.Tip))}
 		}
 	}
 	built, aheadPassed := 0, true
@@ -209,32 +208,32 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			parent = f.Groups[i-1].Head
 		}
 		switch g.State {
-		case leasedo.GroupLanding:
+		case lifecycle.GroupLanding:
 			return TrainAction{Kind: TrainLand, Group: g, Landing: t.Landing, Reason: "landing"}
-		case leasedo.GroupPassed:
+		case lifecycle.GroupPassed:
 			if i == 0 && !p.Frozen {
 				return TrainAction{Kind: TrainLand, Group: g, Landing: t.Landing, Reason: "its checks passed"}
 			}
-		case leasedo.GroupBuilding:
+		case lifecycle.GroupBuilding:
 			return TrainAction{Kind: TrainBuild, Group: g, Parent: parent, Reason: "building"}
-		case leasedo.GroupTesting:
+		case lifecycle.GroupTesting:
 			gate := gateAt(f, i)
-			failed, why := gate.Result == forge.GateFailure, gate.Reason
+			failed, why := gate.Result == lifecycle.GateFailure, gate.Reason
 			// A timeout is seen when the engine's timer for the
 			// deadline runs the sync (reconcile/deadline.go), as a
 			// serial head's is.
-			if !failed && gate.Result != forge.GateSuccess && p.CheckTimeout > 0 && g.BuiltAt > 0 &&
+			if !failed && gate.Result != lifecycle.GateSuccess && p.CheckTimeout > 0 && g.BuiltAt > 0 &&
 				!f.Now.Before(time.UnixMilli(g.BuiltAt).Add(p.CheckTimeout)) {
 				failed, why = true, fmt.Sprintf("its checks did not finish within %s", duration(p.CheckTimeout))
 			}
 			switch {
-			case gate.Result == forge.GateSuccess:
+			case gate.Result == lifecycle.GateSuccess:
 				return TrainAction{Kind: TrainPass, Group: g, Reason: gate.Reason}
 			case failed && aheadPassed:
 				return failedGroup(f, g, why, t)
 			}
-		case leasedo.GroupPlanned:
-			ahead := i == 0 || (f.Groups[i-1].Head != "" && f.Groups[i-1].State != leasedo.GroupBuilding)
+		case lifecycle.GroupPlanned:
+			ahead := i == 0 || (f.Groups[i-1].Head != "" && f.Groups[i-1].State != lifecycle.GroupBuilding)
 			if ahead && built < t.Parallel {
 				return TrainAction{Kind: TrainBuild, Group: g, Parent: parent, Reason: "room in the train"}
 			}
@@ -242,20 +241,20 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		if g.Built() {
 			built++
 		}
-		if g.State != leasedo.GroupPassed {
+		if g.State != lifecycle.GroupPassed {
 			aheadPassed = false
 		}
 	}
 	if len(f.Groups) < t.Parallel && len(f.Ready) > 0 {
 		n := min(t.BatchSize, len(f.Ready))
-		prs := make([]leasedo.GroupPR, n)
+		prs := make([]lifecycle.GroupPR, n)
 		for i, it := range f.Ready[:n] {
-			prs[i] = leasedo.GroupPR{Number: it.PRNumber, SHA: it.PRSha}
+			prs[i] = lifecycle.GroupPR{Number: it.PRNumber, SHA: it.PRSha}
 		}
 		return TrainAction{Kind: TrainPlan, PRs: prs, Reason: "pull requests ready"}
 	}
 	idle := TrainAction{Kind: TrainWait}
-	if p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == leasedo.GroupPassed {
+	if p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == lifecycle.GroupPassed {
 		idle.Reason = p.FrozenReason()
 	}
 	return idle
@@ -264,16 +263,16 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 // memberGone says why a group's member can no longer be in it ("" when it
 // can): its entry left, has a new head, or waits for its author or the
 // operator.
-func memberGone(entries map[int]leasedo.Item, m leasedo.GroupPR) string {
+func memberGone(entries map[int]lifecycle.Item, m lifecycle.GroupPR) string {
 	it, ok := entries[m.Number]
 	switch {
 	case !ok:
 		return "left the queue"
 	case it.PRSha != m.SHA:
 		return "has new commits"
-	case it.Status == leasedo.StatusBounced:
+	case it.Status == lifecycle.StatusBounced:
 		return "was taken out of the queue"
-	case it.Status == leasedo.StatusBlocked:
+	case it.Status == lifecycle.StatusBlocked:
 		return "is blocked"
 	case strings.HasPrefix(it.GateReason, HeldPrefix):
 		return "is " + strings.TrimSuffix(it.GateReason, ":")
@@ -288,16 +287,16 @@ func current(f TrainFacts, parent string) bool {
 	return parent == f.Tip || (f.Landed.Tip == f.Tip && f.Landed.Tested == parent && parent != "")
 }
 
-func gateAt(f TrainFacts, i int) forge.Verdict {
+func gateAt(f TrainFacts, i int) lifecycle.Verdict {
 	if i < len(f.Gates) {
 		return f.Gates[i]
 	}
-	return forge.Verdict{Result: forge.GatePending}
+	return lifecycle.Verdict{Result: lifecycle.GatePending}
 }
 
 // failedGroup decides for a group whose checks failed (why) with every
 // group ahead of it passed.
-func failedGroup(f TrainFacts, g leasedo.Group, why string, t Train) TrainAction {
+func failedGroup(f TrainFacts, g lifecycle.Group, why string, t Train) TrainAction {
 	switch {
 	case g.Attempt < t.Retries:
 		return TrainAction{Kind: TrainRetry, Group: g, Reason: "failed (" + why + "); running it again"}
@@ -307,18 +306,18 @@ func failedGroup(f TrainFacts, g leasedo.Group, why string, t Train) TrainAction
 	}
 	half := (len(g.PRs) + 1) / 2
 	return TrainAction{Kind: TrainSplit, Group: g, Reason: "failed (" + why + "); testing its halves to find the cause",
-		Halves: [2][]leasedo.GroupPR{g.PRs[:half:half], g.PRs[half:]}}
+		Halves: [2][]lifecycle.GroupPR{g.PRs[:half:half], g.PRs[half:]}}
 }
 
 // TrainMethod is the method a replay landing merges each member with:
 // the policy's where the repository allows it, else one it allows.
-func TrainMethod(methods forge.MergeMethods, req forge.Required, p Policy) (method, note string, ok bool) {
+func TrainMethod(methods lifecycle.MergeMethods, req lifecycle.Required, p Policy) (method, note string, ok bool) {
 	return chooseMethod("", &methods, req, p.MergeMethod, p.MethodFrom)
 }
 
 // Ahead lists the members of the groups ahead of group id, in order: what
 // its pull requests are merged onto besides the base.
-func Ahead(groups []leasedo.Group, id int64) []int {
+func Ahead(groups []lifecycle.Group, id int64) []int {
 	var out []int
 	for _, g := range groups {
 		if g.ID == id {

@@ -6,40 +6,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mergegate/mergegate/forge"
-	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
+
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 var (
 	trainNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	passed   = forge.Verdict{Result: forge.GateSuccess, Reason: "all required checks passed"}
-	failing  = forge.Verdict{Result: forge.GateFailure, Reason: `required check "ci" failed`}
-	pending  = forge.Verdict{Result: forge.GatePending, Reason: `waiting for "ci"`}
+	passed   = lifecycle.Verdict{Result: lifecycle.GateSuccess, Reason: "all required checks passed"}
+	failing  = lifecycle.Verdict{Result: lifecycle.GateFailure, Reason: `required check "ci" failed`}
+	pending  = lifecycle.Verdict{Result: lifecycle.GatePending, Reason: `waiting for "ci"`}
 )
 
-func member(n int) leasedo.GroupPR { return leasedo.GroupPR{Number: n, SHA: sha(n)} }
+func member(n int) lifecycle.GroupPR { return lifecycle.GroupPR{Number: n, SHA: sha(n)} }
 
 func sha(n int) string { return strings.Repeat(string(rune('a'+n%26)), 40) }
 
-func members(ns ...int) []leasedo.GroupPR {
-	out := make([]leasedo.GroupPR, len(ns))
+func members(ns ...int) []lifecycle.GroupPR {
+	out := make([]lifecycle.GroupPR, len(ns))
 	for i, n := range ns {
 		out[i] = member(n)
 	}
 	return out
 }
 
-func group(id int64, state, parent, head string, ns ...int) leasedo.Group {
-	return leasedo.Group{ID: id, Base: "main", Seq: int(id), State: state, PRs: members(ns...), Parent: parent, Head: head,
+func group(id int64, state, parent, head string, ns ...int) lifecycle.Group {
+	return lifecycle.Group{ID: id, Base: "main", Seq: int(id), State: state, PRs: members(ns...), Parent: parent, Head: head,
 		BuiltAt: trainNow.Add(-10 * time.Minute).UnixMilli()}
 }
 
 // trainFacts: every member and every ready number is a gate-passed entry.
-func trainFacts(groups []leasedo.Group, gates []forge.Verdict, ready ...int) rules.TrainFacts {
-	f := rules.TrainFacts{Base: "main", Tip: "tip", Groups: groups, Gates: gates, Entries: map[int]leasedo.Item{}, Now: trainNow}
-	add := func(n int) leasedo.Item {
-		it := leasedo.Item{Entry: leasedo.Entry{PRNumber: n, PRSha: sha(n), Status: leasedo.StatusGatePassed}, BaseRef: "main"}
+func trainFacts(groups []lifecycle.Group, gates []lifecycle.Verdict, ready ...int) rules.TrainFacts {
+	f := rules.TrainFacts{Base: "main", Tip: "tip", Groups: groups, Gates: gates, Entries: map[int]lifecycle.Item{}, Now: trainNow}
+	add := func(n int) lifecycle.Item {
+		it := lifecycle.Item{Entry: lifecycle.Entry{PRNumber: n, PRSha: sha(n), Status: lifecycle.StatusGatePassed}, BaseRef: "main"}
 		f.Entries[n] = it
 		return it
 	}
@@ -88,25 +88,25 @@ func TestDecideTrain(t *testing.T) {
 		{
 			name: "a planned first group is built on the tip",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupPlanned, "", "", 1, 2)}, nil)
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupPlanned, "", "", 1, 2)}, nil)
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainBuild, Group: group(1, leasedo.GroupPlanned, "", "", 1, 2), Parent: "tip", Reason: "room in the train"},
+			want: rules.TrainAction{Kind: rules.TrainBuild, Group: group(1, lifecycle.GroupPlanned, "", "", 1, 2), Parent: "tip", Reason: "room in the train"},
 		},
 		{
 			name: "the second group is built on the first's head",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1), group(2, leasedo.GroupPlanned, "", "", 2)},
-					[]forge.Verdict{pending})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupPlanned, "", "", 2)},
+					[]lifecycle.Verdict{pending})
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainBuild, Group: group(2, leasedo.GroupPlanned, "", "", 2), Parent: "g1", Reason: "room in the train"},
+			want: rules.TrainAction{Kind: rules.TrainBuild, Group: group(2, lifecycle.GroupPlanned, "", "", 2), Parent: "g1", Reason: "room in the train"},
 		},
 		{
 			name: "no more than parallel groups are built",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1), group(2, leasedo.GroupPlanned, "", "", 2)},
-					[]forge.Verdict{pending})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupPlanned, "", "", 2)},
+					[]lifecycle.Verdict{pending})
 			},
 			p:    trainPolicy(parallel1),
 			want: rules.TrainAction{Kind: rules.TrainWait},
@@ -114,7 +114,7 @@ func TestDecideTrain(t *testing.T) {
 		{
 			name: "room for another group: the ready entries behind form it",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1)}, []forge.Verdict{pending}, 5, 6)
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1)}, []lifecycle.Verdict{pending}, 5, 6)
 			},
 			p:    trainPolicy(),
 			want: rules.TrainAction{Kind: rules.TrainPlan, PRs: members(5, 6), Reason: "pull requests ready"},
@@ -122,31 +122,31 @@ func TestDecideTrain(t *testing.T) {
 		{
 			name: "a group interrupted while building is built again",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupBuilding, "tip", "", 1)}, nil)
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupBuilding, "tip", "", 1)}, nil)
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainBuild, Group: group(1, leasedo.GroupBuilding, "tip", "", 1), Parent: "tip", Reason: "building"},
+			want: rules.TrainAction{Kind: rules.TrainBuild, Group: group(1, lifecycle.GroupBuilding, "tip", "", 1), Parent: "tip", Reason: "building"},
 		},
 		{
 			name: "checks passed: the group passed",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1)}, []forge.Verdict{passed})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1)}, []lifecycle.Verdict{passed})
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(1, leasedo.GroupTesting, "tip", "g1", 1), Reason: passed.Reason},
+			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(1, lifecycle.GroupTesting, "tip", "g1", 1), Reason: passed.Reason},
 		},
 		{
 			name: "the first group passed: it lands",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupPassed, "tip", "g1", 1)}, nil)
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupPassed, "tip", "g1", 1)}, nil)
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(1, leasedo.GroupPassed, "tip", "g1", 1), Landing: rules.LandFastForward, Reason: "its checks passed"},
+			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(1, lifecycle.GroupPassed, "tip", "g1", 1), Landing: rules.LandFastForward, Reason: "its checks passed"},
 		},
 		{
 			name: "a frozen base lands nothing",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupPassed, "tip", "g1", 1)}, nil)
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupPassed, "tip", "g1", 1)}, nil)
 			},
 			p:    trainPolicy(frozen),
 			want: rules.TrainAction{Kind: rules.TrainWait, Reason: "frozen: release"},
@@ -154,8 +154,8 @@ func TestDecideTrain(t *testing.T) {
 		{
 			name: "a passed group behind one still testing waits for it",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1), group(2, leasedo.GroupPassed, "g1", "g2", 2)},
-					[]forge.Verdict{pending})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupPassed, "g1", "g2", 2)},
+					[]lifecycle.Verdict{pending})
 			},
 			p:    trainPolicy(),
 			want: rules.TrainAction{Kind: rules.TrainWait},
@@ -163,48 +163,48 @@ func TestDecideTrain(t *testing.T) {
 		{
 			name: "a landing interrupted by a restart is carried on, whatever its members' entries say",
 			facts: func() rules.TrainFacts {
-				f := trainFacts([]leasedo.Group{group(1, leasedo.GroupLanding, "tip", "g1", 1)}, nil)
+				f := trainFacts([]lifecycle.Group{group(1, lifecycle.GroupLanding, "tip", "g1", 1)}, nil)
 				delete(f.Entries, 1)
 				f.Tip = "g1"
 				return f
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(1, leasedo.GroupLanding, "tip", "g1", 1), Landing: rules.LandFastForward, Reason: "landing"},
+			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(1, lifecycle.GroupLanding, "tip", "g1", 1), Landing: rules.LandFastForward, Reason: "landing"},
 		},
 		{
 			name: "a failed group of several is split in halves",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1, 2, 3)}, []forge.Verdict{failing})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2, 3)}, []lifecycle.Verdict{failing})
 			},
 			p: trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainSplit, Group: group(1, leasedo.GroupTesting, "tip", "g1", 1, 2, 3),
-				Halves: [2][]leasedo.GroupPR{members(1, 2), members(3)},
+			want: rules.TrainAction{Kind: rules.TrainSplit, Group: group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2, 3),
+				Halves: [2][]lifecycle.GroupPR{members(1, 2), members(3)},
 				Reason: `failed (required check "ci" failed); testing its halves to find the cause`},
 		},
 		{
 			name: "retries: a failed group runs again first",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1, 2)}, []forge.Verdict{failing})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2)}, []lifecycle.Verdict{failing})
 			},
 			p:    trainPolicy(retries),
-			want: rules.TrainAction{Kind: rules.TrainRetry, Group: group(1, leasedo.GroupTesting, "tip", "g1", 1, 2), Reason: `failed (required check "ci" failed); running it again`},
+			want: rules.TrainAction{Kind: rules.TrainRetry, Group: group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2), Reason: `failed (required check "ci" failed); running it again`},
 		},
 		{
 			name: "a failed group of one bounces its pull request, naming what it was merged onto",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupPassed, "tip", "g1", 4, 5), group(2, leasedo.GroupTesting, "g1", "g2", 7)},
-					[]forge.Verdict{{}, failing})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupPassed, "tip", "g1", 4, 5), group(2, lifecycle.GroupTesting, "g1", "g2", 7)},
+					[]lifecycle.Verdict{{}, failing})
 			},
 			p: trainPolicy(frozen),
-			want: rules.TrainAction{Kind: rules.TrainBounce, Group: group(2, leasedo.GroupTesting, "g1", "g2", 7), Culprit: member(7),
+			want: rules.TrainAction{Kind: rules.TrainBounce, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 7), Culprit: member(7),
 				Reason:  failing.Reason,
 				Bounced: rules.Bounced{Kind: rules.BounceTrainFailure, Detail: failing.Reason, Base: "main", At: "g1", Ahead: []int{4, 5}}},
 		},
 		{
 			name: "a failure behind a group not yet passed waits: that group may be the cause",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1), group(2, leasedo.GroupTesting, "g1", "g2", 2)},
-					[]forge.Verdict{pending, failing})
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "g1", "g2", 2)},
+					[]lifecycle.Verdict{pending, failing})
 			},
 			p:    trainPolicy(),
 			want: rules.TrainAction{Kind: rules.TrainWait},
@@ -212,43 +212,43 @@ func TestDecideTrain(t *testing.T) {
 		{
 			name: "checks that never finish count as failed after check_timeout",
 			facts: func() rules.TrainFacts {
-				f := trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1)}, []forge.Verdict{pending})
+				f := trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1)}, []lifecycle.Verdict{pending})
 				f.Now = trainNow.Add(time.Hour)
 				return f
 			},
 			p: trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainBounce, Group: group(1, leasedo.GroupTesting, "tip", "g1", 1), Culprit: member(1),
+			want: rules.TrainAction{Kind: rules.TrainBounce, Group: group(1, lifecycle.GroupTesting, "tip", "g1", 1), Culprit: member(1),
 				Reason:  "its checks did not finish within 1h",
 				Bounced: rules.Bounced{Kind: rules.BounceTrainFailure, Detail: "its checks did not finish within 1h", Base: "main", At: "tip"}},
 		},
 		{
 			name: "a member with new commits is dropped from its group",
 			facts: func() rules.TrainFacts {
-				f := trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1, 2)}, []forge.Verdict{pending})
+				f := trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2)}, []lifecycle.Verdict{pending})
 				it := f.Entries[2]
 				it.PRSha = "new"
 				f.Entries[2] = it
 				return f
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainDrop, Group: group(1, leasedo.GroupTesting, "tip", "g1", 1, 2), PRs: members(2), Reason: "#2 has new commits"},
+			want: rules.TrainAction{Kind: rules.TrainDrop, Group: group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2), PRs: members(2), Reason: "#2 has new commits"},
 		},
 		{
 			name: "a member held by a blocking label is dropped",
 			facts: func() rules.TrainFacts {
-				f := trainFacts([]leasedo.Group{group(1, leasedo.GroupPlanned, "", "", 1)}, nil)
+				f := trainFacts([]lifecycle.Group{group(1, lifecycle.GroupPlanned, "", "", 1)}, nil)
 				it := f.Entries[1]
 				it.GateReason = rules.HeldPrefix + "labeled do-not-merge"
 				f.Entries[1] = it
 				return f
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainDrop, Group: group(1, leasedo.GroupPlanned, "", "", 1), PRs: members(1), Reason: "#1 is held: labeled do-not-merge"},
+			want: rules.TrainAction{Kind: rules.TrainDrop, Group: group(1, lifecycle.GroupPlanned, "", "", 1), PRs: members(1), Reason: "#1 is held: labeled do-not-merge"},
 		},
 		{
 			name: "the base moved under the train: rebuild",
 			facts: func() rules.TrainFacts {
-				f := trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "old", "g1", 1)}, []forge.Verdict{passed})
+				f := trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "old", "g1", 1)}, []lifecycle.Verdict{passed})
 				f.Tip = "moved"
 				return f
 			},
@@ -258,17 +258,17 @@ func TestDecideTrain(t *testing.T) {
 		{
 			name: "after a replay landing the base's new tip has the tested tree: not a move",
 			facts: func() rules.TrainFacts {
-				f := trainFacts([]leasedo.Group{group(2, leasedo.GroupTesting, "g1", "g2", 2)}, []forge.Verdict{passed})
-				f.Tip, f.Landed = "replayed", leasedo.Landed{Tip: "replayed", Tested: "g1"}
+				f := trainFacts([]lifecycle.Group{group(2, lifecycle.GroupTesting, "g1", "g2", 2)}, []lifecycle.Verdict{passed})
+				f.Tip, f.Landed = "replayed", lifecycle.Landed{Tip: "replayed", Tested: "g1"}
 				return f
 			},
 			p:    trainPolicy(),
-			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(2, leasedo.GroupTesting, "g1", "g2", 2), Reason: passed.Reason},
+			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 2), Reason: passed.Reason},
 		},
 		{
 			name: "a base that is no longer a train disbands its groups",
 			facts: func() rules.TrainFacts {
-				return trainFacts([]leasedo.Group{group(1, leasedo.GroupTesting, "tip", "g1", 1)}, nil)
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1)}, nil)
 			},
 			p:    rules.Policy{},
 			want: rules.TrainAction{Kind: rules.TrainDisband, Reason: "the base is no longer a merge train"},
@@ -289,7 +289,7 @@ func TestDecideTrain(t *testing.T) {
 // fails any commit containing #3.
 func TestDecideTrainBisectsToTheCulprit(t *testing.T) {
 	p := trainPolicy()
-	groups := []leasedo.Group{group(1, leasedo.GroupPlanned, "", "", 1, 2, 3, 4)}
+	groups := []lifecycle.Group{group(1, lifecycle.GroupPlanned, "", "", 1, 2, 3, 4)}
 	contains := map[string][]int{"tip": nil}
 	var bounced []int
 	landed := []int{}
@@ -298,7 +298,7 @@ func TestDecideTrainBisectsToTheCulprit(t *testing.T) {
 		f := trainFacts(groups, nil)
 		for _, g := range groups {
 			gate := passed
-			if g.State == leasedo.GroupTesting {
+			if g.State == lifecycle.GroupTesting {
 				for _, n := range contains[g.Head] {
 					if n == 3 {
 						gate = failing
@@ -325,10 +325,10 @@ func TestDecideTrainBisectsToTheCulprit(t *testing.T) {
 			return
 		case rules.TrainBuild:
 			g := &groups[idx]
-			g.State, g.Parent, g.Head = leasedo.GroupTesting, a.Parent, "h"+strings.Repeat("x", step)
+			g.State, g.Parent, g.Head = lifecycle.GroupTesting, a.Parent, "h"+strings.Repeat("x", step)
 			contains[g.Head] = append(append([]int{}, contains[a.Parent]...), g.Numbers()...)
 		case rules.TrainPass:
-			groups[idx].State = leasedo.GroupPassed
+			groups[idx].State = lifecycle.GroupPassed
 		case rules.TrainLand:
 			landed = append(landed, groups[0].Numbers()...)
 			contains["tip"] = contains[groups[0].Head]
@@ -337,21 +337,21 @@ func TestDecideTrainBisectsToTheCulprit(t *testing.T) {
 				groups[0].Parent = "tip"
 			}
 		case rules.TrainSplit:
-			var halves []leasedo.Group
+			var halves []lifecycle.Group
 			for _, h := range a.Halves {
 				next++
-				halves = append(halves, leasedo.Group{ID: next, Base: "main", State: leasedo.GroupPlanned, PRs: h})
+				halves = append(halves, lifecycle.Group{ID: next, Base: "main", State: lifecycle.GroupPlanned, PRs: h})
 			}
-			rest := append([]leasedo.Group{}, groups[idx+1:]...)
+			rest := append([]lifecycle.Group{}, groups[idx+1:]...)
 			for i := range rest {
-				rest[i].State, rest[i].Head = leasedo.GroupPlanned, ""
+				rest[i].State, rest[i].Head = lifecycle.GroupPlanned, ""
 			}
 			groups = append(append(groups[:idx:idx], halves...), rest...)
 		case rules.TrainBounce:
 			bounced = append(bounced, a.Culprit.Number)
-			rest := append([]leasedo.Group{}, groups[idx+1:]...)
+			rest := append([]lifecycle.Group{}, groups[idx+1:]...)
 			for i := range rest {
-				rest[i].State, rest[i].Head = leasedo.GroupPlanned, ""
+				rest[i].State, rest[i].Head = lifecycle.GroupPlanned, ""
 			}
 			groups = append(groups[:idx:idx], rest...)
 		default:
@@ -362,13 +362,13 @@ func TestDecideTrainBisectsToTheCulprit(t *testing.T) {
 }
 
 func TestDecideTrainEntry(t *testing.T) {
-	f := rules.Facts{Entry: leasedo.Item{Entry: leasedo.Entry{PRNumber: 1, PRSha: sha(1), Status: leasedo.StatusQueued}, BaseRef: "main"},
+	f := rules.Facts{Entry: lifecycle.Item{Entry: lifecycle.Entry{PRNumber: 1, PRSha: sha(1), Status: lifecycle.StatusQueued}, BaseRef: "main"},
 		Gate: passed, Now: trainNow}
-	if a := rules.DecideTrainEntry(f, trainPolicy()); a.Kind != rules.Wait || a.Status != leasedo.StatusGatePassed || a.Reason != rules.ReadyReason {
+	if a := rules.DecideTrainEntry(f, trainPolicy()); a.Kind != rules.Wait || a.Status != lifecycle.StatusGatePassed || a.Reason != rules.ReadyReason {
 		t.Errorf("checks passed, behind the head: %+v, want ready for the train", a)
 	}
 	f.Rules.Reviews = 1
-	f.Reviews = &forge.Reviews{}
+	f.Reviews = &lifecycle.Reviews{}
 	if a := rules.DecideTrainEntry(f, trainPolicy()); a.Kind != rules.Wait || a.Reason == rules.ReadyReason {
 		t.Errorf("approval missing: %+v, want a wait for the review", a)
 	}

@@ -12,4 +12,8 @@
 //     small payload structs they are decoded into.
 //   - translate.go: Translate, from a stored delivery to queue events,
 //     installation changes and base-branch pushes.
+//   - command.go: FirstCommand, the "@mergegate ..." line of a comment, as
+//     GitHub renders it (nothing quoted or in code is a command).
+//   - budget.go: Budget, the bytes all request bodies being read may hold
+//     at once, process-wide; a request that finds no room waits, then 503.
 package webhook

@@ -1,14 +1,3 @@
-// Command mergegate-load is mergegate's load generator, kept out of the
-// production binary. It sends signed deliveries built from GitHub's payload
-// examples (pull_request labeled and synchronize, check_suite completed;
-// installation added, repository names varied) to a running mergegate on
-// loopback, open loop, and in the same run the same load to a bare handler
-// (HMAC check, 202) it starts in-process, and reports the two side by side:
-// acknowledgement latency, ingest rate, how fast the deliveries are applied
-// and mergegate's memory. It is bounded in count and time and stops by
-// itself.
-//
-//	go run ./cmd/mergegate-load --help
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Command mergegate is a self-hosted GitHub App that keeps a merge queue per
-// repository and merges pull requests whose required checks passed, one at
-// a time, at the commit that was tested.
 package main
 
 import (

@@ -1,22 +1,3 @@
-// Package fakegithub is a stateful fake of the part of GitHub's REST API that
-// mergegate uses, served by an httptest.Server on loopback.
-//
-// It speaks GitHub's JSON shapes (checked against GitHub's published
-// examples in testdata/github-rest), mints installation tokens for an App
-// JWT signed with its own RSA key (so ghinstallation runs unmodified),
-// requires an installation token everywhere else, answers GETs with ETags
-// (a matching If-None-Match gets a 304 that costs no rate-limit point),
-// counts rate-limit points per installation, records what was done (merges,
-// branch updates, comments, labels removed, check runs, every call), and can
-// be told to fail (Fail) or to be slow (SetLatency).
-//
-// Tests build the world with AddRepo, AddPR, SetCheckRun, SetStatus,
-// SetRequired... and read the results with Merges, Comments, Calls...
-// Beside that state, a git model (git.go: commits, trees, three-way
-// merges, the git refs and merges routes, protected bases) and a CI
-// simulator on the fake's clock (ci.go: SimulateCI, CompleteDueChecks)
-// serve merge trains; BaseHistory, Contains and TreeOf read them.
-// Every method is safe for concurrent use.
 package fakegithub
 
 import (

@@ -1,0 +1,75 @@
+package lifecycle
+
+import "strconv"
+
+// The states of a train group (docs/trains.md).
+const (
+	GroupPlanned  = "planned"  // members chosen, branch not built
+	GroupBuilding = "building" // its branch is being made from Parent
+	GroupTesting  = "testing"  // built at Head; CI runs on it
+	GroupPassed   = "passed"   // its gate passed; lands when every group ahead has
+	GroupLanding  = "landing"  // being landed on the base
+)
+
+// GroupPR is one member of a group: a pull request at the head that
+// passed its own gate.
+type GroupPR struct {
+	Number int    `json:"n"`
+	SHA    string `json:"sha"`
+}
+
+// Group is one group of a base branch's merge train: pull requests tested
+// together on the branch Branch(), built from Parent (the base's tip, or
+// the head of the group ahead) with each member's head merged in, in order.
+type Group struct {
+	ID      int64     `json:"id"`
+	Base    string    `json:"base"`
+	Seq     int       `json:"seq"`
+	State   string    `json:"state"`
+	PRs     []GroupPR `json:"prs"`
+	Parent  string    `json:"parentSha,omitempty"`
+	Head    string    `json:"headSha,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Split   bool      `json:"split,omitempty"`
+	// BuiltAt is when CI started on Head (epoch ms): check_timeout counts
+	// from it.
+	BuiltAt int64  `json:"builtAt,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Branches mergegate makes: each group's branch, where CI runs, and the
+// branch it is built on, where CI must not run (each merge is a push).
+const (
+	BranchPrefix      = "mergegate/"
+	BuildBranchPrefix = "mergegate-build/"
+)
+
+// Branch is the group's branch: mergegate/<base>/<id>.
+func (g Group) Branch() string {
+	return BranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
+}
+
+// BuildBranch is the branch the group's merges are made on before its
+// result is pushed to Branch: mergegate-build/<base>/<id>.
+func (g Group) BuildBranch() string {
+	return BuildBranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
+}
+
+// Numbers lists the members' numbers, in order.
+func (g Group) Numbers() []int {
+	out := make([]int, len(g.PRs))
+	for i, p := range g.PRs {
+		out[i] = p.Number
+	}
+	return out
+}
+
+// Built reports whether the group has a branch (building or later).
+func (g Group) Built() bool { return g.State != GroupPlanned }
+
+// Landed is what mergegate left on a base after its last landing: the
+// base's tip, and the tested commit whose tree that tip has.
+type Landed struct {
+	Tip    string `json:"tip"`
+	Tested string `json:"tested"`
+}
