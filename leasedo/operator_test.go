@@ -109,3 +109,36 @@ func TestOperatorActions(t *testing.T) {
 		}
 	})
 }
+
+// ActivitySince reads the audit since a time and the queue's length in
+// one snapshot, and says whether the capped audit reaches back that far.
+func TestActivitySince(t *testing.T) {
+	onBackends(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, clk := newStore(t)
+		mustProcess(t, s, join(1, "a"))
+		clk.Advance(time.Hour)
+		from := clk.Now()
+		mustProcess(t, s, join(2, "b"))
+		bounce(t, s, 2, "b")
+		a, err := s.ActivitySince(ctx, key, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range a.Audit {
+			got = append(got, e.Action)
+		}
+		if !slices.Equal(got, []string{AuditJoin, AuditGateFailure, AuditBounce}) || a.QueueLength != 2 || !a.Complete {
+			t.Fatalf("activity = %v, queue %d, complete %v", got, a.QueueLength, a.Complete)
+		}
+		// Past the cap, the oldest rows are gone: from before them, the
+		// audit is not complete.
+		for i := 0; i < AuditCap; i++ {
+			mustProcess(t, s, join(100+i, "c"))
+		}
+		if a, err = s.ActivitySince(ctx, key, t0); err != nil || a.Complete || len(a.Audit) != AuditCap {
+			t.Fatalf("after the cap: %d rows, complete %v, %v", len(a.Audit), a.Complete, err)
+		}
+	})
+}
