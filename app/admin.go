@@ -72,6 +72,9 @@ func NewAdminHandler(cfg AdminConfig) http.Handler {
 	route(http.MethodPost, "/deliveries/retry", a.retry)
 	route(http.MethodPost, "/freeze", a.freeze(true))
 	route(http.MethodPost, "/thaw", a.freeze(false))
+	route(http.MethodPost, "/queue/move", a.queueAction("move"))
+	route(http.MethodPost, "/queue/remove", a.queueAction("remove"))
+	route(http.MethodPost, "/queue/retry", a.queueAction("retry"))
 	route(http.MethodGet, "/healthz", healthz(cfg.Store))
 	if cfg.Metrics != nil {
 		route(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP)

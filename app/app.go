@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/internal/progress"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/reconcile"
 	"github.com/mergegate/mergegate/rules"
@@ -252,9 +253,23 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 // LogConversion logs the one rewrite of a database created before
 // incremental auto-vacuum (leasedo.Conversion), before and after.
 func LogConversion(log zerolog.Logger, path string) func(leasedo.Conversion) {
+	return logConversion(log, path, time.Now)
+}
+
+// logConversion is LogConversion on the clock now: while the rewrite
+// runs, a line every 5 s with the bytes written of the file's and an
+// estimate of the time left.
+func logConversion(log zerolog.Logger, path string, now func() time.Time) func(leasedo.Conversion) {
+	var meter *progress.Meter
+	off := false
 	return func(c leasedo.Conversion) {
 		switch {
+		case c.Running:
+			if meter != nil {
+				meter.Set(c.Written)
+			}
 		case !c.Done:
+			meter = progress.New(logLines{log: log, db: path}, "rewriting the database (VACUUM)", c.Bytes, progress.Bytes, progress.Options{TTY: &off, Now: now})
 			log.Warn().Str("db", path).Int64("bytes", c.Bytes).
 				Msg("rewriting the database once so that free space goes back to the filesystem from now on (VACUUM): it takes about 20 s per GB and needs as much free space as the database takes")
 		case c.Err != nil:
@@ -264,6 +279,17 @@ func LogConversion(log zerolog.Logger, path string) func(leasedo.Conversion) {
 				Int64("took_ms", c.Took.Milliseconds()).Msg("database rewritten: free pages are given back from now on")
 		}
 	}
+}
+
+// logLines logs each line a progress.Meter writes.
+type logLines struct {
+	log zerolog.Logger
+	db  string
+}
+
+func (l logLines) Write(b []byte) (int, error) {
+	l.log.Warn().Str("db", l.db).Msg(strings.TrimSpace(string(b)))
+	return len(b), nil
 }
 
 // wire builds the engine, the reconciler and the cron over fc (nil: no

@@ -104,7 +104,9 @@ type Overview struct {
 	Deliveries DeliveryCounts  `json:"deliveries"`
 	Repos      []RepoView      `json:"repos"`
 	Queued     int             `json:"queued"`
-	NowText    string          `json:"-"`
+	// Stats are the pictures' figures over every tracked repository.
+	Stats   *StatsView `json:"stats,omitempty"`
+	NowText string     `json:"-"`
 }
 
 // DeliveryCounts counts unapplied deliveries.
@@ -133,6 +135,8 @@ type RepoView struct {
 	Policy *PolicyView `json:"policy,omitempty"`
 	// Trains are its bases' merge train groups, in landing order.
 	Trains []TrainView `json:"trains,omitempty"`
+	// Stats are its pictures' figures (the repository's page).
+	Stats *StatsView `json:"stats,omitempty"`
 
 	Link        string          `json:"-"`
 	GitHubURL   string          `json:"-"`
@@ -180,9 +184,13 @@ type QueueItemView struct {
 	WaitingMS int64  `json:"waitingMs"`
 	URL       string `json:"url"`
 
+	// Group is its merge train group's place and state ("" outside one).
+	Group string `json:"group,omitempty"`
+
 	CommitURL  string `json:"-"`
 	ShortSha   string `json:"-"`
 	Waiting    string `json:"-"`
+	BaseHint   string `json:"-"`
 	QueuedText string `json:"-"`
 	StatusText string `json:"-"`
 }
@@ -190,10 +198,12 @@ type QueueItemView struct {
 // AuditView is one audit entry, newest first.
 type AuditView struct {
 	leasedo.AuditEntry
-	URL      string `json:"-"`
-	Ago      string `json:"-"`
-	TimeText string `json:"-"`
-	ShortSha string `json:"-"`
+	// ReasonText is its reason, or what its action means when it has none.
+	ReasonText string `json:"-"`
+	URL        string `json:"-"`
+	Ago        string `json:"-"`
+	TimeText   string `json:"-"`
+	ShortSha   string `json:"-"`
 }
 
 // EventView is one event-log entry, newest first.
@@ -246,6 +256,14 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		ov.Queued += len(v.Queue)
 		ov.Repos = append(ov.Repos, v)
 	}
+	keys := make([]leasedo.Key, len(tracked))
+	for i, t := range tracked {
+		keys[i] = t.Key
+	}
+	if ov.Stats, err = d.loadStats(ctx, keys, now); err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	if wantJSON(r) {
 		writeJSON(w, http.StatusOK, ov)
 		return
@@ -280,6 +298,10 @@ func (d *dashboard) repo(w http.ResponseWriter, r *http.Request) {
 	now := d.cfg.Clock.Now()
 	v, err := d.load(ctx, tracked[i], now, true)
 	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if v.Stats, err = d.loadStats(ctx, []leasedo.Key{k}, now); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -359,6 +381,9 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 		q := QueueItemView{Item: it, Position: positions[it.BaseRef], URL: d.prURL(k, it.PRNumber), BaseText: orDash(it.BaseRef),
 			CommitURL: d.web + "/" + k.Repo + "/commit/" + it.PRSha, ShortSha: forge.ShortSHA(it.PRSha),
 			QueuedText: timeText(msTime(it.QueuedAt)), StatusText: strings.ReplaceAll(it.Status, "_", " ")}
+		if it.BaseRef == "" {
+			q.BaseText, q.BaseHint = "not given", "fed through POST /event without details.base"
+		}
 		waited := now.Sub(msTime(it.QueuedAt))
 		q.WaitingMS, q.Waiting = max(waited.Milliseconds(), 0), since(waited)
 		if !headSeen[it.BaseRef] && it.Status != leasedo.StatusBounced && it.Status != leasedo.StatusBlocked {
@@ -368,6 +393,17 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 	}
 	if v.Trains, err = d.trains(ctx, k, items); err != nil {
 		return v, err
+	}
+	inGroup := map[int]string{}
+	for _, t := range v.Trains {
+		for _, g := range t.Groups {
+			for _, n := range g.Numbers() {
+				inGroup[n] = fmt.Sprintf("group %d of %d (%s)", g.Position, len(t.Groups), g.State)
+			}
+		}
+	}
+	for i := range v.Queue {
+		v.Queue[i].Group = inGroup[v.Queue[i].PRNumber]
 	}
 	ls, err := s.Check(ctx, k)
 	if err != nil {
@@ -402,7 +438,7 @@ func (d *dashboard) load(ctx context.Context, t leasedo.Tracked, now time.Time, 
 	slices.Reverse(audit) // newest first
 	for _, a := range audit {
 		at := msTime(a.TS)
-		v.Audit = append(v.Audit, AuditView{AuditEntry: a, URL: d.prURL(k, a.PRNumber), Ago: since(now.Sub(at)),
+		v.Audit = append(v.Audit, AuditView{AuditEntry: a, ReasonText: auditReason(a), URL: d.prURL(k, a.PRNumber), Ago: since(now.Sub(at)),
 			TimeText: timeText(at), ShortSha: forge.ShortSHA(a.PRSha)})
 	}
 	v.More = !full
@@ -504,4 +540,25 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	http.Error(w, "internal error; see the server log", http.StatusInternalServerError)
+}
+
+// auditReason is an audit row's reason, or what its action means when it
+// was written without one (a join, a gate that passed).
+func auditReason(a leasedo.AuditEntry) string {
+	if a.Reason != "" {
+		return a.Reason
+	}
+	switch a.Action {
+	case leasedo.AuditJoin:
+		return "joined the queue (trigger label, GitHub auto-merge or @mergegate queue)"
+	case leasedo.AuditGateSuccess:
+		return "its required checks passed"
+	case leasedo.AuditReevaluate:
+		return "a new head or base: read again"
+	case leasedo.AuditMerge:
+		return "merged"
+	case leasedo.AuditLeave:
+		return "left the queue"
+	}
+	return a.Action
 }

@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
 	"image/png"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,10 +166,10 @@ func runChromium(t *testing.T, bin, u string, args ...string) []byte {
 
 // screenshot writes a PNG of u at the window size to dir/name and checks
 // it is a real picture (not one flat colour).
-func screenshot(t *testing.T, bin, dir, name, u string, width, height int) {
+func screenshot(t *testing.T, bin, dir, name, u string, width, height int, flags ...string) image.Image {
 	t.Helper()
 	file := filepath.Join(dir, name)
-	runChromium(t, bin, u, "--screenshot="+file, fmt.Sprintf("--window-size=%d,%d", width, height))
+	runChromium(t, bin, u, append([]string{"--screenshot=" + file, fmt.Sprintf("--window-size=%d,%d", width, height)}, flags...)...)
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
@@ -190,6 +194,7 @@ func screenshot(t *testing.T, bin, dir, name, u string, width, height int) {
 		t.Fatalf("screenshot %s is blank (%d colours)", file, len(colours))
 	}
 	t.Logf("screenshot: %s", file)
+	return img
 }
 
 func screenshotDir(t *testing.T) string {
@@ -247,9 +252,62 @@ func TestDashboardInChromium(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("DOM:\n%s", dom)
 	}
+	for _, want := range []string{`<svg class="chart"`, "Queue length, last 24 h", "Merges per day, last 7 days", "Time from joining to merged", "Bounces by reason",
+		"First in line for master: waiting for its checks", `action="/queue/move"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the repository page lacks %q\n", want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("DOM:\n%s", dom)
+	}
+	// Layout: neither page is wider than a phone's screen.
+	for _, u := range []string{h.admin + "/", repoURL} {
+		if over := overflow(t, bin, u, 390, 844); over != 0 {
+			t.Errorf("%s is %d px wider than a 390 px phone screen", u, over)
+		}
+	}
 	screenshot(t, bin, dir, "dashboard.png", h.admin+"/", 1200, 900)
 	screenshot(t, bin, dir, "dashboard-phone.png", h.admin+"/", 390, 844)
 	screenshot(t, bin, dir, "repository.png", repoURL, 1200, 900)
+	screenshot(t, bin, dir, "repository-phone.png", repoURL, 390, 844)
+	// Dark: the page follows prefers-color-scheme.
+	dark := screenshot(t, bin, dir, "dashboard-dark.png", h.admin+"/", 1200, 900, "--force-dark-mode", "--blink-settings=preferredColorScheme=0")
+	if r, g, b, _ := dark.At(2, 2).RGBA(); r>>8 > 0x30 || g>>8 > 0x30 || b>>8 > 0x30 {
+		t.Errorf("the dark screenshot's background is #%02x%02x%02x, want the dark theme's", r>>8, g>>8, b>>8)
+	}
+	light := screenshot(t, bin, dir, "repository-light-check.png", repoURL, 400, 300)
+	if r, g, b, _ := light.At(2, 2).RGBA(); r>>8 < 0xf0 || g>>8 < 0xf0 || b>>8 < 0xf0 {
+		t.Errorf("the light screenshot's background is #%02x%02x%02x, want white", r>>8, g>>8, b>>8)
+	}
+	os.Remove(filepath.Join(dir, "repository-light-check.png"))
+}
+
+// overflow is how many CSS pixels u's page is wider than a window of
+// width×height. The page allows no script (its CSP), so the test serves
+// a copy of its HTML without the header, with a script that measures it.
+func overflow(t *testing.T, bin, u string, width, height int) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	measure := `<script>document.body.setAttribute("data-overflow", String(document.documentElement.scrollWidth - document.documentElement.clientWidth))</script></body>`
+	copyOf := strings.Replace(string(page), "</body>", measure, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, copyOf) //nolint:errcheck
+	}))
+	defer srv.Close()
+	dom := string(runChromium(t, bin, srv.URL, "--dump-dom", fmt.Sprintf("--window-size=%d,%d", width, height)))
+	m := regexp.MustCompile(`data-overflow="(-?[0-9]+)"`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the measuring script did not run on %s:\n%s", u, dom)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }
 
 func TestSetupPageInChromium(t *testing.T) {

@@ -11,6 +11,8 @@
 //     applied in one short transaction each batch.
 //   - admin.go: the admin API (POST /event, /reconcile, the lease protocol,
 //     GET /queue, /deliveries/stats, /metrics, retries of failed deliveries).
+//   - admin_queue.go: the operator's queue actions (POST /queue/move,
+//     /queue/remove, /queue/retry), each audited with who and why.
 //   - policy.go: the admin API's view of a repository's policy, and its
 //     freeze and thaw (POST /freeze, /thaw).
 //   - cluster.go: this replica's part among several on one database:
@@ -23,6 +25,8 @@
 //   - dashboard.go: the dashboard's pages and what they show.
 //   - dashboard_app.go: the App's dashboard: its store, clock and GitHub.
 //   - dashboard_render.go: the embedded templates and their rendering.
+//   - dashboard_stats.go: the pictures' numbers (queue length, merges, time
+//     to merge, bounces, train CI time), from the audit, as inline SVG.
 //   - metrics.go: Metrics, the Prometheus counters and histograms the
 //     engine and the sync report to.
 //   - metrics_app.go: the gauges read from the store at each scrape.

@@ -131,6 +131,12 @@ func safeName(s string) string {
 // with. dir is created; one that holds files is refused, so that two
 // exports never mix. It returns how many deliveries it wrote.
 func Export(ctx context.Context, store *leasedo.Store, k leasedo.Key, since time.Time, dir string) (int, error) {
+	return ExportEach(ctx, store, k, since, dir, nil)
+}
+
+// ExportEach is Export, calling each (when not nil) after each delivery
+// written: mergegate export's progress.
+func ExportEach(ctx context.Context, store *leasedo.Store, k leasedo.Key, since time.Time, dir string, each func()) (int, error) {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return 0, fmt.Errorf("--out %s holds files already: export into a new or empty folder", dir)
 	}
@@ -144,6 +150,9 @@ func Export(ctx context.Context, store *leasedo.Store, k leasedo.Key, since time
 			return err
 		}
 		n++
+		if each != nil {
+			each()
+		}
 		return nil
 	})
 	return n, err

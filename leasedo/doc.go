@@ -21,6 +21,8 @@
 //     transitions (gate passed, blocked, bounced, merged, left).
 //   - train.go: merge train groups: planned, saved, split, landed.
 //   - outbox.go: the check-run outbox: the endings of runs still to send.
+//   - operator.go: the operator's queue actions: move to the front or back,
+//     take out, retry now; each one transaction under the admin lease.
 //   - policy.go: each repository's stored policy file, and its freezes.
 //   - reconcile.go: the lease protocol's reconcile flow under the cron's
 //     lease, and the resync's fixes.
@@ -35,6 +37,9 @@
 //     storage errors noted.
 //   - stmtcache.go: the writer's prepared statements, cached.
 //   - space.go: incremental auto-vacuum: free pages given back in steps.
+//   - progress.go: what long operations and the dashboard's pictures count:
+//     CountKeptDeliveries (export's progress), ActivitySince (the audit's
+//     joins, merges and bounces over a window).
 //   - probe.go: ProbeWrite, whether the database can be written now.
 //   - clock.go: ManualClock, for tests and offline replay.
 //   - dbclock.go: the PostgreSQL server's clock, as a replica reads it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -34,7 +35,15 @@ type Conversion struct {
 	BytesAfter int64         // after (Done)
 	Took       time.Duration // (Done)
 	Err        error         // (Done) the rewrite failed; the database is as it was
+	// Running marks a report while the rewrite goes on (about once a
+	// second): Written is what it has written to the WAL so far, which
+	// ends near Bytes.
+	Running bool
+	Written int64
 }
+
+// convertSample is how often a running conversion reports its progress.
+const convertSample = time.Second
 
 // convertAutoVacuum turns incremental auto-vacuum on in a database that was
 // created without it. SQLite allows that only by rebuilding the file
@@ -63,7 +72,9 @@ func (db *DB) convertAutoVacuum(ctx context.Context, report func(Conversion)) er
 	start := time.Now()
 	_, err := db.w.ExecContext(ctx, `PRAGMA auto_vacuum = INCREMENTAL`)
 	if err == nil {
+		stop := db.sampleWAL(c.Bytes, report)
 		_, err = db.w.ExecContext(ctx, `VACUUM`)
+		stop()
 	}
 	if err == nil {
 		// The rewrite went through the WAL: copy it back and start it
@@ -79,6 +90,31 @@ func (db *DB) convertAutoVacuum(ctx context.Context, report func(Conversion)) er
 		return fmt.Errorf("turn incremental auto-vacuum on (VACUUM): %w", err)
 	}
 	return nil
+}
+
+// sampleWAL reports the size of the WAL file every convertSample while
+// VACUUM writes through it, until stop is called.
+func (db *DB) sampleWAL(total int64, report func(Conversion)) (stop func()) {
+	if report == nil {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(convertSample)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if fi, err := os.Stat(db.path + "-wal"); err == nil {
+					report(Conversion{Bytes: total, Running: true, Written: fi.Size()})
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // Pages reports the database's pages: in the file, and free (on the

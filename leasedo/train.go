@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Groups returns k's train groups, by base and then in landing order.
@@ -150,8 +151,14 @@ func (s *Store) DeleteGroup(ctx context.Context, l *Lease, id int64) error {
 // as landed.
 func (s *Store) LandGroup(ctx context.Context, l *Lease, g Group, landed Landed, how string, end func(GroupPR) CheckRunEnd) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		// The members' audit says how the group landed and how long its CI
+		// took (the dashboard's picture of the trains' CI time reads it).
+		reason := how
+		if g.BuiltAt > 0 && now >= g.BuiltAt {
+			reason = fmt.Sprintf("%s, train group %d after %s of CI", how, g.ID, (time.Duration(now-g.BuiltAt) * time.Millisecond).Round(time.Second))
+		}
 		for _, m := range g.PRs {
-			if err := mergedEntry(ctx, tx, l.Key, m.Number, m.SHA, how, now, end(m)); err != nil {
+			if err := mergedEntry(ctx, tx, l.Key, m.Number, m.SHA, reason, now, end(m)); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package leasedo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestTrainGroups(t *testing.T) {
 		// Landing: the members are merged, the group is gone, the base's
 		// landed tip is known, in one transaction.
 		h := halves[0]
-		h.Head = "g2"
+		h.Head, h.BuiltAt = "g2", clk.Now().Add(-4*time.Minute).UnixMilli()
 		end := func(m GroupPR) CheckRunEnd { return CheckRunEnd{Conclusion: "success", Title: "Merged"} }
 		if err := s.LandGroup(ctx, l, h, Landed{Tip: "tip2", Tested: h.Head}, "fast-forward", end); err != nil {
 			t.Fatal(err)
@@ -77,6 +78,10 @@ func TestTrainGroups(t *testing.T) {
 		items, _ := s.Items(ctx, key)
 		if len(items) != 2 || items[0].PRNumber != 2 {
 			t.Errorf("queue after landing #1: %+v", items)
+		}
+		// Its audit says how it landed and how long its CI took.
+		if a, _ := s.AuditTail(ctx, key, 1); len(a) != 1 || a[0].Action != AuditMerge || a[0].Reason != fmt.Sprintf("fast-forward, train group %d after 4m0s of CI", h.ID) {
+			t.Errorf("audit of the landing: %+v", a)
 		}
 		if landed, err := s.LandedOn(ctx, key, "main"); err != nil || landed != (Landed{Tip: "tip2", Tested: "g2"}) {
 			t.Errorf("landed = %+v %v", landed, err)

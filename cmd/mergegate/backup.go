@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite" // registered as "sqlite" (leasedo uses the same driver)
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/internal/progress"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -69,9 +70,23 @@ func backupCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, abs); err != nil {
+	// The copy holds the live pages: its size is the progress, sampled
+	// while VACUUM INTO writes it.
+	var pages, free, pageSize int64
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT page_count FROM pragma_page_count()), (SELECT freelist_count FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())`).Scan(&pages, &free, &pageSize); err != nil {
 		return fmt.Errorf("backup %s: %w", src, err)
 	}
+	meter := progress.New(stderr, "backup", max(pages-free, 0)*pageSize, progress.Bytes, progress.Options{})
+	stopWatch := watchSize(abs, meter)
+	_, err = db.ExecContext(ctx, `VACUUM INTO ?`, abs)
+	stopWatch()
+	if err != nil {
+		return fmt.Errorf("backup %s: %w", src, err)
+	}
+	if fi, err := os.Stat(abs); err == nil {
+		meter.Set(fi.Size())
+	}
+	meter.Done()
 	if err := os.Chmod(dst, 0o600); err != nil {
 		return err
 	}
@@ -98,4 +113,27 @@ func backupCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("read the credentials file: %w", err)
 	}
 	return nil
+}
+
+// watchSize sets meter to the size of the file at path every 200 ms
+// until the returned stop is called.
+func watchSize(path string, meter *progress.Meter) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if fi, err := os.Stat(path); err == nil {
+					meter.Set(fi.Size())
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

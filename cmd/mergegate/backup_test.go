@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,6 +41,11 @@ func TestBackupCopiesTheDatabaseAndCredentialsWhileOpen(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "integrity ok") {
 		t.Fatalf("output: %s", out.String())
+	}
+	// Its progress goes to stderr, here no terminal: the last line says
+	// the bytes written.
+	if !regexp.MustCompile(`(?m)^backup: [0-9.]+ (kB|MB|bytes) done in `).MatchString(errOut.String()) {
+		t.Errorf("stderr has no progress: %q", errOut.String())
 	}
 	for _, p := range []string{dst, app.CredentialsPath(dst)} {
 		st, err := os.Stat(p)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/internal/progress"
 	"github.com/mergegate/mergegate/leasedo"
 )
 
@@ -56,9 +57,18 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	n, err := app.Export(ctx, leasedo.NewStore(db, leasedo.Config{}), k, since, v["out"])
+	store := leasedo.NewStore(db, leasedo.Config{})
+	total, err := store.CountKeptDeliveries(ctx, k, since)
 	if err != nil {
 		return err
+	}
+	meter := progress.New(stderr, "export", total, progress.Unit("deliveries"), progress.Options{})
+	n, err := app.ExportEach(ctx, store, k, since, v["out"], func() { meter.Add(1) })
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		meter.Done()
 	}
 	if n == 0 {
 		return fmt.Errorf("no delivery of %s with its body kept in %s (bodies of applied deliveries are kept for --body-retention, 24h by default)", k, leasedo.RedactDSN(v["db"]))

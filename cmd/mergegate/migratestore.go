@@ -20,6 +20,7 @@ import (
 	_ "modernc.org/sqlite"             // registered as "sqlite" (leasedo uses the same driver)
 
 	"github.com/mergegate/mergegate/app"
+	"github.com/mergegate/mergegate/internal/progress"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/migrations"
 )
@@ -94,7 +95,7 @@ func migrateStoreCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	res, err := migrateStore(ctx, from, to)
+	res, err := migrateStoreShowing(ctx, from, to, stderr)
 	if err != nil {
 		return err
 	}
@@ -118,6 +119,12 @@ func migrateStoreCmd(args []string, stdout, stderr io.Writer) error {
 // the PostgreSQL database dsn, which it migrates first and which must hold
 // no rows, in one PostgreSQL transaction.
 func migrateStore(ctx context.Context, src, dsn string) (migrateStoreResult, error) {
+	return migrateStoreShowing(ctx, src, dsn, io.Discard)
+}
+
+// migrateStoreShowing is migrateStore, showing its progress in rows on
+// progressTo (a bar on a terminal, a line every 5 s otherwise).
+func migrateStoreShowing(ctx context.Context, src, dsn string, progressTo io.Writer) (migrateStoreResult, error) {
 	start := time.Now()
 	var res migrateStoreResult
 	sdb, err := openSQLiteSource(ctx, src)
@@ -203,8 +210,17 @@ func migrateStore(ctx context.Context, src, dsn string) (migrateStoreResult, err
 	if err != nil {
 		return res, fmt.Errorf("read %s: %w", src, err)
 	}
+	var total int64
 	for _, t := range tables {
-		c, err := copyTable(ctx, stx, tx, t, pgCols[t.name])
+		var n int64
+		if err := stx.QueryRowContext(ctx, `SELECT count(*) FROM "`+t.name+`"`).Scan(&n); err != nil {
+			return res, fmt.Errorf("read %s: %w", src, err)
+		}
+		total += n
+	}
+	meter := progress.New(progressTo, "migrate-store", total, progress.Rows, progress.Options{})
+	for _, t := range tables {
+		c, err := copyTable(ctx, stx, tx, t, pgCols[t.name], meter)
 		if err != nil {
 			return res, fmt.Errorf("copy %s: %w", t.name, err)
 		}
@@ -224,6 +240,7 @@ func migrateStore(ctx context.Context, src, dsn string) (migrateStoreResult, err
 	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("%s: commit: %w", res.Target, err)
 	}
+	meter.Done()
 	res.Took = time.Since(start)
 	return res, nil
 }
@@ -399,7 +416,7 @@ func sameColumns(t sqliteTable, pg []pgColumn) error {
 // copyTable copies t's rows in batches of multi-row INSERTs, ids
 // included, in the order of its primary key (the inbox's arrival order,
 // deliveries.seq, is its key), and counts them.
-func copyTable(ctx context.Context, src, dst *sql.Tx, t sqliteTable, pgCols []pgColumn) (tableCopy, error) {
+func copyTable(ctx context.Context, src, dst *sql.Tx, t sqliteTable, pgCols []pgColumn, meter *progress.Meter) (tableCopy, error) {
 	c := tableCopy{Name: t.name}
 	types := map[string]string{}
 	for _, pc := range pgCols {
@@ -446,6 +463,7 @@ func copyTable(ctx context.Context, src, dst *sql.Tx, t sqliteTable, pgCols []pg
 		if _, err := dst.ExecContext(ctx, b.String(), batch...); err != nil {
 			return err
 		}
+		meter.Add(int64(n))
 		clear(batch)
 		batch, n, held = batch[:0], 0, 0
 		return nil

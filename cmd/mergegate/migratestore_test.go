@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -365,6 +366,9 @@ func TestMigrateStoreCopiesEverything(t *testing.T) {
 	t.Logf("migrate-store printed:\n%s%s", errOut.String(), out.String())
 	if strings.Contains(out.String()+errOut.String(), "s3cret-pw") {
 		t.Errorf("the password is printed:\n%s%s", out.String(), errOut.String())
+	}
+	if !regexp.MustCompile(`(?m)^migrate-store: [0-9]+ rows done in `).MatchString(errOut.String()) {
+		t.Errorf("stderr has no progress: %s", errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "must be stopped") {
 		t.Errorf("stderr does not say mergegate must be stopped: %s", errOut.String())

@@ -270,6 +270,9 @@ func TestBinaryExportReplayRoundTrip(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "5 deliveries of 1:Codertocat/Hello-World written to "+dir) {
 		t.Fatalf("export: exit %d\n%s%s", code, out, errs)
 	}
+	if !strings.Contains(errs, "export: 5 deliveries done in ") {
+		t.Errorf("export's stderr has no progress: %q", errs)
+	}
 	files, _ := os.ReadDir(dir)
 	for _, f := range files {
 		b, _ := os.ReadFile(filepath.Join(dir, f.Name()))
