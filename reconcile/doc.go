@@ -12,8 +12,16 @@
 // the queue from GitHub's open pull requests) and runs the same Syncer.
 //
 // Files:
-//   - sync.go: Syncer, SyncConfig and Observer; Sync, one repository: gather
-//     facts, decide, act.
+//   - sync.go: Syncer, SyncConfig and Observer; Sync, one repository: its
+//     steps (the heads first, then the entries to read), a policy change
+//     acted on at once, an entry advanced: gather facts, decide, carry out.
+//   - facts.go: what a decision needs, read from GitHub (the base's rules,
+//     the checks, the pull request and its reviews where needed) and what
+//     the sync keeps of it for a while (rules, merge methods, a base it
+//     just merged into).
+//   - carry.go: a decision carried out: wait, gate again, leave, bounce,
+//     block, update the branch, merge at the tested commit; GitHub's
+//     refusals sorted; the pause before reading an entry again.
 //   - checkrun.go: each entry's mergegate check run, titled by its stage
 //     (never its place), and the check-run outbox sent.
 //   - commands.go: "@mergegate ..." comment commands, carried out before
