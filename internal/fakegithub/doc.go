@@ -45,6 +45,10 @@
 //   - graphql.go: the GraphQL endpoint.
 //   - mergequeue.go: GitHub's own merge queue (SetMergeQueue).
 //   - git.go: the git model: commits, refs, merges, protected bases.
+//   - gitroutes.go: its routes (git refs, git commits, merges) and their
+//     JSON shapes.
+//   - gitreads.go: what tests read of it and set on it (BaseHistory,
+//     Contains, TreeOf, RefWrites, AllowPush, PushForeign).
 //   - tree.go: a commit's files, layered over its parent's.
 //   - ci.go: the CI simulator on the fake's clock (SimulateCI,
 //     CompleteDueChecks).
