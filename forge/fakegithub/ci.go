@@ -42,8 +42,8 @@ type CI struct {
 	// Slow gives the runs on some branches (patterns as Branches) their
 	// own duration instead of Duration: a group's CI that takes longer.
 	Slow map[string]time.Duration
-	// Flaky are branches (patterns as Branches) whose runs fail whatever
-	// they hold: a flaky test.
+	// Flaky are branches (patterns as Branches) whose first run fails
+	// whatever it holds, once per pattern: a flaky test.
 	Flaky []string
 	// Jitter makes each run take Duration (or its Slow duration) plus or
 	// minus up to Jitter, drawn from Seed; the deliveries of runs that
@@ -57,7 +57,8 @@ type CI struct {
 // ciState is a repository's simulated CI. Guarded by Server.mu.
 type ciState struct {
 	cfg  CI
-	rng  *rand.Rand // Jitter's draws, from Seed
+	rng  *rand.Rand      // Jitter's draws, from Seed
+	shot map[string]bool // Flaky patterns that failed their run
 	runs []*ciRun
 	shas map[string]bool // commits with a run
 }
@@ -95,7 +96,7 @@ func (s *Server) SimulateCI(fullName string, cfg CI) {
 	cfg.Slow = maps.Clone(cfg.Slow)
 	cfg.Flaky = slices.Clone(cfg.Flaky)
 	rp.ci.cfg = cfg
-	rp.ci.rng = rand.New(rand.NewSource(cfg.Seed))
+	rp.ci.rng, rp.ci.shot = rand.New(rand.NewSource(cfg.Seed)), map[string]bool{}
 }
 
 // matchBranch: branch matches one of patterns (as CI.Branches).
@@ -165,8 +166,14 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	}
 	ci.shas[sha] = true
 	conclusion := "success"
-	if ci.cfg.fails(rp.git.prsOf(sha)) || matchBranch(ci.cfg.Flaky, branch) {
+	if ci.cfg.fails(rp.git.prsOf(sha)) {
 		conclusion = "failure"
+	}
+	for _, p := range ci.cfg.Flaky {
+		if !ci.shot[p] && matchBranch([]string{p}, branch) {
+			ci.shot[p], conclusion = true, "failure"
+			break
+		}
 	}
 	now := s.clock().UTC()
 	cr := &checkRun{ID: s.newID(), HeadSHA: sha, Name: ci.cfg.Name, Status: "in_progress",
