@@ -37,7 +37,7 @@ var (
 // empty, checking that the base only ever moved to commits that passed.
 func drain(t testing.TB, mode, policyFile string, strict bool) drainRun {
 	h := trainHarness(t, policyFile, fakegithub.CI{Bad: drainBad, Breaking: drainBreaking})
-	h.horizon = time.Hour // the write budget's waits are part of the drain
+	h.horizon = 2 * time.Minute // the write budget's waits are part of the drain
 	h.gh.SetRequired(testRepo, testBase, []string{"ci"}, strict)
 	h.gh.AllowPush(testRepo, testBase)
 	calls0 := apiCalls(h)
