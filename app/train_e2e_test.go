@@ -522,3 +522,45 @@ func TestTrainBuildBranchForeignCommit(t *testing.T) {
 		})
 	}
 }
+
+// Skip intermediate results: the second group, built on the first, passes
+// while the first's CI still runs (it is slower): both land at once at the
+// second's commit, one move of the base, without waiting for the first.
+func TestTrainSkipsIntermediateResults(t *testing.T) {
+	h := trainHarness(t, "mode: train\nbatch_size: 2\nparallel: 2\n",
+		fakegithub.CI{Slow: map[string]time.Duration{"mergegate/" + testBase + "/1": 3 * ciLength}})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4)
+	took := h.runCI(20, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 3, 4)
+	if history := h.gh.BaseHistory(testRepo, testBase); len(history) != 2 {
+		t.Errorf("the base moved %d times (%v), want once, to the second group's commit", len(history)-1, history)
+	}
+	// Each pull request's own CI, then the second group's: the first
+	// group's three lengths are not waited for.
+	if took > 2*ciLength+time.Minute {
+		t.Errorf("the drain took %s, want about two CI lengths (%s): the second group's pass proves the first", took, 2*ciLength)
+	}
+}
+
+// A group ahead whose (flaky, slow) run has not failed yet when the group
+// built on it passes is not split or bounced for it: the successor's
+// commit holds its pull requests, tested; both land, and nobody is told
+// anything. (One that fails before its successor passed is split, as
+// before: its successor may fail because of it.)
+func TestTrainFailedGroupAheadLandsWithItsSuccessor(t *testing.T) {
+	h := trainHarness(t, "mode: train\nbatch_size: 2\nparallel: 2\n",
+		fakegithub.CI{Flaky: []string{"mergegate/" + testBase + "/1"}, Slow: map[string]time.Duration{"mergegate/" + testBase + "/1": 2 * ciLength}})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4)
+	h.runCI(20, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 3, 4)
+	for _, n := range []int{1, 2, 3, 4} {
+		if c := h.comments(n); len(c) != 0 {
+			t.Errorf("#%d was told %q", n, c)
+		}
+	}
+	if n := h.gh.CIRuns(testRepo); n != 4+2 {
+		t.Errorf("CI ran %d times, want 6 (four pull requests, two groups; no halves)", n)
+	}
+}

@@ -163,7 +163,7 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 		return true, 0, s.store.SaveGroup(ctx, l, g)
 
 	case rules.TrainLand:
-		return s.landGroup(ctx, l, f, pol, a.Group, a.Landing, log)
+		return s.landGroup(ctx, l, f, pol, a.Group, a.Through, a.Landing, log)
 
 	case rules.TrainRetry:
 		g := a.Group
@@ -401,8 +401,11 @@ func shortSHAs(shas []string) string {
 }
 
 // landGroup lands the first group, which passed, exactly at its tested
-// commit.
-func (s *Syncer) landGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, pol rules.Policy, g leasedo.Group, landing string, log zerolog.Logger) (bool, time.Duration, error) {
+// commit; or, with through (the groups ahead of g, which g's commit holds:
+// its checks passed on them), every one of them at g's commit. Only g is
+// marked landing: what is ahead of a landing group lands with it
+// (rules.DecideTrain), after a restart too.
+func (s *Syncer) landGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, pol rules.Policy, g leasedo.Group, through []leasedo.Group, landing string, log zerolog.Logger) (bool, time.Duration, error) {
 	k := l.Key
 	resumed := g.State == leasedo.GroupLanding
 	if !resumed {
@@ -411,16 +414,37 @@ func (s *Syncer) landGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainF
 			return false, 0, err
 		}
 	}
+	all := append(slices.Clone(through), g)
+	if len(through) > 0 {
+		ahead := make([]int64, len(through))
+		for i, t := range through {
+			ahead[i] = t.ID
+		}
+		log.Info().Ints("prs", g.Numbers()).Ints64("ahead_groups", ahead).Ints("ahead_prs", rules.Ahead(f.Groups, g.ID)).Str("sha", g.Head).
+			Msg("merge train group passed on the groups ahead of it: they land with it, without waiting for their own checks")
+	}
 	if landing == rules.LandReplay {
-		return s.replayGroup(ctx, l, f, pol, g, log)
+		return s.replayGroup(ctx, l, f, pol, g, through, log)
+	}
+	landedAll := func() error {
+		for _, t := range all {
+			tlog := log
+			if t.ID != g.ID {
+				tlog = s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", f.Base).Int64("group", t.ID).Logger()
+			}
+			if err := s.landed(ctx, l, f, t, g.Head, g.Head, landing, tlog); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if resumed && f.Tip == g.Head {
-		return true, 0, s.landed(ctx, l, f, g, g.Head, g.Head, landing, log)
+		return true, 0, landedAll()
 	}
 	err := s.gh.SetBranch(ctx, k.Tenant, k.Repo, f.Base, g.Head, false)
 	switch {
 	case err == nil:
-		return true, 0, s.landed(ctx, l, f, g, g.Head, g.Head, landing, log)
+		return true, 0, landedAll()
 	case errors.Is(err, forge.ErrNotFastForward):
 		// Landed before a restart, then the base moved on? Its pull
 		// requests say.
@@ -429,11 +453,13 @@ func (s *Syncer) landGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainF
 			return false, 0, perr
 		}
 		if pr.Merged {
-			return true, 0, s.landed(ctx, l, f, g, g.Head, g.Head, landing, log)
+			return true, 0, landedAll()
 		}
 		log.Info().Str("sha", f.Tip).Msg("the base moved before the group could land; the train is built again on it")
-		if err := s.replan(ctx, l, g, "the base moved before it landed"); err != nil {
-			return false, 0, err
+		for _, t := range all {
+			if err := s.replan(ctx, l, t, "the base moved before it landed"); err != nil {
+				return false, 0, err
+			}
 		}
 		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, "the base moved")
 	case errors.Is(err, forge.ErrProtectedBranch):
@@ -450,7 +476,9 @@ func (s *Syncer) landGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainF
 
 // replayGroup lands g by merging each member through the merge API, its
 // sha guarded, then compares the base's tree with the tested tree.
-func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, pol rules.Policy, g leasedo.Group, log zerolog.Logger) (bool, time.Duration, error) {
+// The groups through, ahead of g, are merged first (a group landing
+// through them, found after a restart with landing changed to replay).
+func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, pol rules.Policy, g leasedo.Group, through []leasedo.Group, log zerolog.Logger) (bool, time.Duration, error) {
 	k := l.Key
 	req, err := s.rulesOf(ctx, k, f.Base)
 	if err != nil {
@@ -464,7 +492,11 @@ func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.Trai
 	if !ok {
 		return true, 0, s.stopTrain(ctx, l, g, "the repository allows no merge method mergegate can land a group with", log)
 	}
-	for _, m := range g.PRs {
+	var members []leasedo.GroupPR
+	for _, t := range through {
+		members = append(members, t.PRs...)
+	}
+	for _, m := range append(members, g.PRs...) {
 		pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, m.Number)
 		if err != nil {
 			return false, 0, err
@@ -493,8 +525,10 @@ func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.Trai
 	}
 	if landedTree != testedTree {
 		// The pull requests are merged: record it, and stop the train.
-		if err := s.landed(ctx, l, f, g, tip, tip, rules.LandReplay, log); err != nil {
-			return true, 0, err
+		for _, t := range append(slices.Clone(through), g) {
+			if err := s.landed(ctx, l, f, t, tip, tip, rules.LandReplay, log); err != nil {
+				return true, 0, err
+			}
 		}
 		msg := fmt.Sprintf("after landing group %d by replay, %s at %s does not have the tree that was tested (%s): check the base, then thaw the queue",
 			g.ID, f.Base, forge.ShortSHA(tip), forge.ShortSHA(g.Head))
@@ -502,7 +536,12 @@ func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.Trai
 		log.Error().Str("sha", tip).Str("tested_sha", g.Head).Msg("the landed tree differs from the tested tree; the queue is frozen until an operator thaws it")
 		return true, 0, err
 	}
-	return true, 0, s.landed(ctx, l, f, g, tip, g.Head, rules.LandReplay, log)
+	for _, t := range append(slices.Clone(through), g) {
+		if err := s.landed(ctx, l, f, t, tip, g.Head, rules.LandReplay, log); err != nil {
+			return true, 0, err
+		}
+	}
+	return true, 0, nil
 }
 
 // landed records that g landed (tip: the base now; tested: the commit

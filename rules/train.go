@@ -149,6 +149,9 @@ type TrainAction struct {
 	Culprit lifecycle.GroupPR      // TrainBounce
 	Bounced Bounced                // TrainBounce: what its author reads
 	Landing string                 // TrainLand
+	// Through are the groups ahead of Group that land with it (TrainLand):
+	// Group was built on them and passed, which proves them too.
+	Through []lifecycle.Group
 	// Reason says why, for the log and the groups' record.
 	Reason string
 }
@@ -167,6 +170,10 @@ type TrainAction struct {
 //     every group ahead of it passed is run again (retries), split in
 //     halves, or, alone, bounces its one pull request. A failure behind a
 //     group not yet passed waits: that group may be the cause.
+//     A group whose checks passed while groups ahead of it (it was built
+//     on them, in a chain from the base) still test or failed proves them
+//     too: with fast-forward landing they all land at its commit, without
+//     waiting for their own results (skip intermediate results).
 //  4. Planned groups are built in order on the group ahead's head (or the
 //     tip) while fewer than Parallel are built.
 //  5. With room for another group, the ready entries (in queue order)
@@ -179,8 +186,16 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		}
 		return TrainAction{Kind: TrainWait}
 	}
-	for _, g := range f.Groups {
+	// A group being landed, and the groups ahead of it (that it proved),
+	// are left to land.
+	landingAt := -1
+	for i, g := range f.Groups {
 		if g.State == lifecycle.GroupLanding {
+			landingAt = i
+		}
+	}
+	for i, g := range f.Groups {
+		if i <= landingAt {
 			continue
 		}
 		var drop []lifecycle.GroupPR
@@ -195,10 +210,19 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			return TrainAction{Kind: TrainDrop, Group: g, PRs: drop, Reason: strings.Join(why, "; ")}
 		}
 	}
+	if landingAt > 0 {
+		return TrainAction{Kind: TrainLand, Group: f.Groups[landingAt], Through: f.Groups[:landingAt:landingAt], Landing: t.Landing, Reason: "landing"}
+	}
 	if len(f.Groups) > 0 {
 		// Only the first group is built on the base; the others on it.
-		if g := f.Groups[0]; g.Built() && g.State != lifecycle.GroupLanding && !current(f, g.Parent) {
+		if g := f.Groups[0]; g.Built() && landingAt < 0 && !current(f, g.Parent) {
 			return TrainAction{Kind: TrainRebase, Reason: fmt.Sprintf("%s moved to %s outside mergegate", f.Base, lifecycle.ShortSHA(f.Tip))}
+		}
+	}
+	if landingAt < 0 && t.Landing == LandFastForward && !p.Frozen {
+		if j := provenThrough(f); j > 0 {
+			return TrainAction{Kind: TrainLand, Group: f.Groups[j], Through: f.Groups[:j:j], Landing: t.Landing,
+				Reason: fmt.Sprintf("its checks passed on the pull requests ahead of it (%s): they land with it", numbersOf(Ahead(f.Groups, f.Groups[j].ID)))}
 		}
 	}
 	built, aheadPassed := 0, true
@@ -258,6 +282,34 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		idle.Reason = p.FrozenReason()
 	}
 	return idle
+}
+
+// provenThrough returns the last group whose checks passed among the
+// groups built in a chain from the base's tip (each on the head of the one
+// ahead), or -1: that group's commit holds every group ahead of it.
+func provenThrough(f TrainFacts) int {
+	last := -1
+	for i, g := range f.Groups {
+		if g.State != lifecycle.GroupTesting && g.State != lifecycle.GroupPassed {
+			break
+		}
+		if i > 0 && (g.Parent == "" || g.Parent != f.Groups[i-1].Head) {
+			break
+		}
+		if g.State == lifecycle.GroupPassed || gateAt(f, i).Result == lifecycle.GateSuccess {
+			last = i
+		}
+	}
+	return last
+}
+
+// numbersOf is ns as "#1, #2".
+func numbersOf(ns []int) string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = fmt.Sprintf("#%d", n)
+	}
+	return strings.Join(out, ", ")
 }
 
 // memberGone says why a group's member can no longer be in it ("" when it

@@ -152,12 +152,12 @@ func TestDecideTrain(t *testing.T) {
 			want: rules.TrainAction{Kind: rules.TrainWait, Reason: "frozen: release"},
 		},
 		{
-			name: "a passed group behind one still testing waits for it",
+			name: "with replay landing a passed group behind one still testing waits for it",
 			facts: func() rules.TrainFacts {
 				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupPassed, "g1", "g2", 2)},
 					[]lifecycle.Verdict{pending})
 			},
-			p:    trainPolicy(),
+			p:    trainPolicy(func(p *rules.Policy) { p.Train.Landing = rules.LandReplay }),
 			want: rules.TrainAction{Kind: rules.TrainWait},
 		},
 		{
@@ -264,6 +264,79 @@ func TestDecideTrain(t *testing.T) {
 			},
 			p:    trainPolicy(),
 			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 2), Reason: passed.Reason},
+		},
+		{
+			name: "skip intermediate results: a group that passed on a group still testing lands both at its commit",
+			facts: func() rules.TrainFacts {
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2), group(2, lifecycle.GroupTesting, "g1", "g2", 3, 4)},
+					[]lifecycle.Verdict{pending, passed})
+			},
+			p: trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 3, 4),
+				Through: []lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2)}, Landing: rules.LandFastForward,
+				Reason: "its checks passed on the pull requests ahead of it (#1, #2): they land with it"},
+		},
+		{
+			name: "skip intermediate results: a failed group ahead whose successor passed is not split, it lands",
+			facts: func() rules.TrainFacts {
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "g1", "g2", 2),
+					group(3, lifecycle.GroupTesting, "g2", "g3", 3)}, []lifecycle.Verdict{failing, passed, pending})
+			},
+			p: trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 2),
+				Through: []lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1)}, Landing: rules.LandFastForward,
+				Reason: "its checks passed on the pull requests ahead of it (#1): they land with it"},
+		},
+		{
+			name: "skip intermediate results: the last group that passed in the chain proves all ahead",
+			facts: func() rules.TrainFacts {
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupPassed, "g1", "g2", 2),
+					group(3, lifecycle.GroupTesting, "g2", "g3", 3), group(4, lifecycle.GroupTesting, "g3", "g4", 4)}, []lifecycle.Verdict{pending, {}, passed, pending})
+			},
+			p: trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(3, lifecycle.GroupTesting, "g2", "g3", 3),
+				Through: []lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupPassed, "g1", "g2", 2)}, Landing: rules.LandFastForward,
+				Reason: "its checks passed on the pull requests ahead of it (#1, #2): they land with it"},
+		},
+		{
+			name: "skip intermediate results: a group not built on the one ahead proves nothing",
+			facts: func() rules.TrainFacts {
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "old", "g2", 2)},
+					[]lifecycle.Verdict{pending, passed})
+			},
+			p:    trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(2, lifecycle.GroupTesting, "old", "g2", 2), Reason: passed.Reason},
+		},
+		{
+			name: "skip intermediate results: not with replay landing (each group's tree is compared after its merges)",
+			facts: func() rules.TrainFacts {
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "g1", "g2", 2)},
+					[]lifecycle.Verdict{pending, passed})
+			},
+			p:    trainPolicy(func(p *rules.Policy) { p.Train.Landing = rules.LandReplay }),
+			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 2), Reason: passed.Reason},
+		},
+		{
+			name: "skip intermediate results: not while the base is frozen",
+			facts: func() rules.TrainFacts {
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "g1", "g2", 2)},
+					[]lifecycle.Verdict{pending, passed})
+			},
+			p:    trainPolicy(frozen),
+			want: rules.TrainAction{Kind: rules.TrainPass, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 2), Reason: passed.Reason},
+		},
+		{
+			name: "a group landing through the groups ahead of it goes on landing them all; their members are not dropped",
+			facts: func() rules.TrainFacts {
+				f := trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupLanding, "g1", "g2", 2)},
+					[]lifecycle.Verdict{pending, {}})
+				delete(f.Entries, 1)
+				f.Tip = "g2"
+				return f
+			},
+			p: trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(2, lifecycle.GroupLanding, "g1", "g2", 2),
+				Through: []lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1)}, Landing: rules.LandFastForward, Reason: "landing"},
 		},
 		{
 			name: "a base that is no longer a train disbands its groups",

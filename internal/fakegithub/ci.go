@@ -3,6 +3,7 @@ package fakegithub
 import (
 	"encoding/json"
 	"maps"
+	"math/rand"
 	"path"
 	"slices"
 	"strconv"
@@ -38,11 +39,26 @@ type CI struct {
 	// matched against a pull request's head branch too. Default: every
 	// pull request's head and "mergegate/**".
 	Branches []string
+	// Slow gives the runs on some branches (patterns as Branches) their
+	// own duration instead of Duration: a group's CI that takes longer.
+	Slow map[string]time.Duration
+	// Flaky are branches (patterns as Branches) whose first run fails
+	// whatever it holds, once per pattern: a flaky test.
+	Flaky []string
+	// Jitter makes each run take Duration (or its Slow duration) plus or
+	// minus up to Jitter, drawn from Seed; the deliveries of runs that
+	// complete in one CompleteDueChecks then go out in an order drawn from
+	// it too: results arrive late, early and out of order, as from a real
+	// CI, and the same Seed plays the same drain again.
+	Jitter time.Duration
+	Seed   int64
 }
 
 // ciState is a repository's simulated CI. Guarded by Server.mu.
 type ciState struct {
 	cfg  CI
+	rng  *rand.Rand      // Jitter's draws, from Seed
+	shot map[string]bool // Flaky patterns that failed their run
 	runs []*ciRun
 	shas map[string]bool // commits with a run
 }
@@ -77,15 +93,15 @@ func (s *Server) SimulateCI(fullName string, cfg CI) {
 	if rp.ci == nil {
 		rp.ci = &ciState{shas: map[string]bool{}}
 	}
+	cfg.Slow = maps.Clone(cfg.Slow)
+	cfg.Flaky = slices.Clone(cfg.Flaky)
 	rp.ci.cfg = cfg
+	rp.ci.rng, rp.ci.shot = rand.New(rand.NewSource(cfg.Seed)), map[string]bool{}
 }
 
-// watches: CI runs on branch (prHead: it is a pull request's head).
-func (c CI) watches(branch string, prHead bool) bool {
-	if c.Branches == nil {
-		return prHead || strings.HasPrefix(branch, "mergegate/")
-	}
-	for _, p := range c.Branches {
+// matchBranch: branch matches one of patterns (as CI.Branches).
+func matchBranch(patterns []string, branch string) bool {
+	for _, p := range patterns {
 		if p == "**" {
 			return true
 		}
@@ -97,6 +113,29 @@ func (c CI) watches(branch string, prHead bool) bool {
 		}
 	}
 	return false
+}
+
+// duration is how long a run on branch takes.
+func (ci *ciState) duration(branch string) time.Duration {
+	d := ci.cfg.Duration
+	for _, p := range slices.Sorted(maps.Keys(ci.cfg.Slow)) {
+		if matchBranch([]string{p}, branch) {
+			d = ci.cfg.Slow[p]
+			break
+		}
+	}
+	if j := ci.cfg.Jitter; j > 0 {
+		d += time.Duration(ci.rng.Int63n(int64(2*j)+1)) - j
+	}
+	return max(d, 0)
+}
+
+// watches: CI runs on branch (prHead: it is a pull request's head).
+func (c CI) watches(branch string, prHead bool) bool {
+	if c.Branches == nil {
+		return prHead || strings.HasPrefix(branch, "mergegate/")
+	}
+	return matchBranch(c.Branches, branch)
 }
 
 // fails: a commit holding prs fails this CI.
@@ -130,11 +169,17 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	if ci.cfg.fails(rp.git.prsOf(sha)) {
 		conclusion = "failure"
 	}
+	for _, p := range ci.cfg.Flaky {
+		if !ci.shot[p] && matchBranch([]string{p}, branch) {
+			ci.shot[p], conclusion = true, "failure"
+			break
+		}
+	}
 	now := s.clock().UTC()
 	cr := &checkRun{ID: s.newID(), HeadSHA: sha, Name: ci.cfg.Name, Status: "in_progress",
 		AppID: CIAppID, AppSlug: "github-actions", StartedAt: s.now()}
 	rp.checkRuns = append(rp.checkRuns, cr)
-	r := &ciRun{run: cr, due: now.Add(ci.cfg.Duration), conclusion: conclusion}
+	r := &ciRun{run: cr, due: now.Add(ci.duration(branch)), conclusion: conclusion}
 	ci.runs = append(ci.runs, r)
 	s.ciPending = append(s.ciPending, r)
 }
@@ -190,6 +235,12 @@ func (s *Server) CompleteDueChecks() int {
 			if suite != nil { // GitHub completes a suite when its last run does
 				out = append(out, delivery{"check_suite", suite})
 			}
+		}
+	}
+	for _, fullName := range slices.Sorted(maps.Keys(s.repos)) {
+		if ci := s.repos[fullName].ci; ci != nil && ci.cfg.Jitter > 0 {
+			ci.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+			break
 		}
 	}
 	hookURL := s.hooks.hookURL
