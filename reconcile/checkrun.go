@@ -235,42 +235,24 @@ func checkTitle(it leasedo.Item, head bool, pol rules.Policy, problems policy.Pr
 	return withPolicy(t, pol, problems)
 }
 
-// trainCheckTitle says where it stands in its base's merge train: its
-// group (by position, with the others in it) and what the group is doing,
-// or what it waits for before it joins one.
+// trainCheckTitle says what an entry of a merge train's base waits for:
+// its own checks, then, once they passed, the train. It is one title
+// from then until the entry lands, whether it waits for room in a group
+// or is in one being built, tested or landed: each of those moves was a
+// write per member, which made a train cost more per merged pull request
+// than a serial queue. The group, its members and its state are on the
+// dashboard; a group that fails ends its culprit's run saying why.
 func trainCheckTitle(it leasedo.Item, train []leasedo.Group, pol rules.Policy, problems policy.Problems) string {
 	base := baseName(it)
-	t := ""
+	grouped := false
 	for _, g := range train {
-		var others []string
-		in := false
 		for _, m := range g.PRs {
-			if m.Number == it.PRNumber && m.SHA == it.PRSha {
-				in = true
-			} else {
-				others = append(others, fmt.Sprintf("#%d", m.Number))
-			}
+			grouped = grouped || (m.Number == it.PRNumber && m.SHA == it.PRSha)
 		}
-		if !in {
-			continue
-		}
-		with := ""
-		if len(others) > 0 {
-			with = " with " + strings.Join(others, ", ")
-		}
-		// One title from the group's plan to its landing: each of its
-		// states is minutes at most, and a title of its own per state was
-		// a write per member each time (the dashboard shows the state).
-		t = fmt.Sprintf("In a merge train group for %s%s: being tested, lands when it passes", base, with)
-		break
 	}
-	if t == "" {
-		switch {
-		case it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason:
-			t = fmt.Sprintf("Ready for the merge train for %s: waiting for room in a group", base)
-		default:
-			t = strings.Replace(stageTitle(it, false), "the merge queue for", "the merge train queue for", 1)
-		}
+	t := strings.Replace(stageTitle(it, false), "the merge queue for", "the merge train queue for", 1)
+	if grouped || (it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason) {
+		t = fmt.Sprintf("Checks passed: in the merge train for %s, lands with its group", base)
 	}
 	return withPolicy(t, pol, problems)
 }
