@@ -248,7 +248,7 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	// times the bound.
 	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", 4*walRestartBytes))
 	q.Add("_txlock", "immediate")
-	dsn := "file:" + path + "?" + q.Encode()
+	dsn := fileURI(path) + "?" + q.Encode()
 
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -265,7 +265,7 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	rq := url.Values{}
 	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	rq.Add("_pragma", "query_only(1)")
-	r, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
+	r, err := sql.Open("sqlite", fileURI(path)+"?"+rq.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open database %s for reading: %w", path, err)
@@ -292,7 +292,7 @@ func Open(ctx context.Context, path string, opt Options) (*DB, error) {
 	cq := url.Values{}
 	cq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	cq.Add("_pragma", "synchronous("+sync+")")
-	if db.ckpt, err = sql.Open("sqlite", "file:"+path+"?"+cq.Encode()); err != nil {
+	if db.ckpt, err = sql.Open("sqlite", fileURI(path)+"?"+cq.Encode()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s for checkpoints: %w", path, err)
 	}
@@ -618,4 +618,12 @@ func (db *DB) read(ctx context.Context, fn func(tx *wtx) error) error {
 	}
 	defer tx.Rollback() //nolint:errcheck
 	return fn(&wtx{Tx: tx, pg: db.pg})
+}
+
+// fileURI is path as SQLite's file: URI: '%', '?' and '#' are escaped, so
+// that a folder named "a#b" or "why?" opens the file it names, not another
+// one cut at the character (the driver splits at the first '?', SQLite
+// ends the path at '#' and decodes %XX).
+func fileURI(path string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 }

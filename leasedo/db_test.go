@@ -370,3 +370,23 @@ func (g *writerTurns) firstWaiting() bool {
 	defer g.mu.Unlock()
 	return len(g.first) > 0
 }
+
+// A database in a folder whose name holds '#', '?' or '%' is that file,
+// not another one cut at the character (SQLite's file: URI).
+func TestOpenPathWithURICharacters(t *testing.T) {
+	for _, dir := range []string{"a#b", "why?", "50%25"} {
+		d := filepath.Join(t.TempDir(), dir)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(d, "mergegate.db")
+		db, err := Open(context.Background(), path, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		db.Close()
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: the database is not at %s: %v", dir, path, err)
+		}
+	}
+}
