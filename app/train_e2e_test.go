@@ -70,6 +70,12 @@ func (h *harness) runCI(rounds int, done func() bool) time.Duration {
 			return h.clock.Now().Sub(start)
 		}
 		at, ok := h.gh.NextCIDue()
+		// A timer of mergegate's due first (a group waiting for an entry
+		// ahead of it: batch_wait) runs first, at its time.
+		if next, timer := h.clock.NextTimer(); timer && next.After(h.clock.Now()) && (!ok || next.Before(at)) {
+			h.clock.Set(next)
+			continue
+		}
 		if !ok {
 			next, timer := h.clock.NextTimer()
 			h.t.Fatalf("nothing left running, and not done (busy %d, next timer %v %v, now %v): queue %+v, groups %+v", h.app.Engine.Busy(), next, timer, h.clock.Now(), h.queue(), h.groups())
@@ -223,6 +229,40 @@ func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
 		if c := h.comments(n); len(c) != 0 {
 			t.Errorf("#%d was told %q", n, c)
 		}
+	}
+}
+
+// Groups follow the queue (issue 32): #2's own checks take longer than
+// the others', #4's are done first; #4 does not take #2's place, so of
+// the pair that breaks the base together the later, #4, is taken out,
+// not #2 (with batch_wait: 0 #4 is grouped first and #2 is bounced).
+func TestTrainGroupsFollowTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name, file     string
+		culprit, other int
+	}{
+		{"the default batch_wait", "mode: train\nbatch_size: 2\n", 4, 2},
+		{"batch_wait: 0", "mode: train\nbatch_size: 2\nbatch_wait: 0\n", 2, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := trainHarness(t, tc.file, fakegithub.CI{Breaking: [][2]int{{2, 4}}, Slow: map[string]time.Duration{"feature-2": ciLength + 2*time.Minute}})
+			h.gh.AllowPush(testRepo, testBase)
+			h.openLabeled(1, 2, 3, 4)
+			h.runCI(60, h.queueEmpty)
+			var good []int
+			for _, n := range []int{1, 2, 3, 4} {
+				if n != tc.culprit {
+					good = append(good, n)
+				}
+			}
+			h.landedOnlyTested(good...)
+			if c := h.comments(tc.culprit); len(c) != 1 || !strings.Contains(c[0], "passed its own checks but failed merged together with "+testBase) {
+				t.Errorf("#%d's author read %q", tc.culprit, c)
+			}
+			if c := h.comments(tc.other); len(c) != 0 {
+				t.Errorf("#%d was told %q", tc.other, c)
+			}
+		})
 	}
 }
 

@@ -64,6 +64,7 @@ type Branch struct {
 	Parallel  *int    `yaml:"parallel" json:"parallel,omitempty"`
 	Retries   *int    `yaml:"retries" json:"retries,omitempty"`
 	Landing   *string `yaml:"landing" json:"landing,omitempty"`
+	BatchWait *string `yaml:"batch_wait" json:"batch_wait,omitempty"`
 }
 
 // BranchFile is one entry of base_branches.
@@ -567,6 +568,11 @@ func check(name string, root *yaml.Node, f *File) Problems {
 				bad(r.key, "%s%s %d: want %d to %d", prefix, r.key, *r.v, r.min, r.max)
 			}
 		}
+		if b.BatchWait != nil {
+			if _, err := ParseBatchWait(*b.BatchWait); err != nil {
+				bad("batch_wait", "%sbatch_wait %q: %v", prefix, clip(*b.BatchWait), err)
+			}
+		}
 		if b.CheckTimeout != nil {
 			if _, err := ParseTimeout(*b.CheckTimeout); err != nil {
 				bad("check_timeout", "%scheck_timeout %q: %v", prefix, clip(*b.CheckTimeout), err)
@@ -669,6 +675,23 @@ const (
 	UpdateMerge  = "merge"  // GitHub's REST update-branch: the base merged into the head
 	UpdateRebase = "rebase" // GraphQL updatePullRequestBranch REBASE: the head rebased onto the base
 )
+
+// ParseBatchWait reads batch_wait: a Go duration ("30s", "5m"), or 0 for
+// no wait (rules.NoBatchWait).
+func ParseBatchWait(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "0" {
+		return rules.NoBatchWait, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want a duration such as 30s or 5m, or 0")
+	}
+	if d == 0 {
+		return rules.NoBatchWait, nil
+	}
+	return d, nil
+}
 
 // ParseTimeout reads check_timeout: a Go duration ("90m", "1h30m"), or
 // 0 / "never" to wait forever.

@@ -56,6 +56,7 @@ base_branches:
     parallel: 3
     retries: 1
     landing: replay
+    batch_wait: 0
 `)
 	main := e.For("main")
 	if got := main.Triggers.Labels(); !reflect.DeepEqual(got, []string{"ship-it", "lgtm"}) || main.Triggers.AutoMergeTrigger {
@@ -83,10 +84,10 @@ base_branches:
 	if !rel.Frozen || rel.FreezeMessage != "release in progress" || rel.CheckTimeout != 0 || rel.UpdateMethod != "rebase" {
 		t.Errorf("release = %+v", rel)
 	}
-	if main.InTrain() || main.Train != (rules.Train{BatchSize: 4, Parallel: 2, Landing: rules.LandFastForward}) {
+	if main.InTrain() || main.Train != (rules.Train{BatchSize: 4, Parallel: 2, Landing: rules.LandFastForward, BatchWait: rules.DefaultBatchWait}) {
 		t.Errorf("main's train = %q %+v, want serial with the defaults", main.Mode, main.Train)
 	}
-	if next := e.For("next"); !next.InTrain() || next.Train != (rules.Train{BatchSize: 8, Parallel: 3, Retries: 1, Landing: rules.LandReplay}) {
+	if next := e.For("next"); !next.InTrain() || next.Train != (rules.Train{BatchSize: 8, Parallel: 3, Retries: 1, Landing: rules.LandReplay, BatchWait: rules.NoBatchWait}) {
 		t.Errorf("next's train = %q %+v", next.Mode, next.Train)
 	}
 }

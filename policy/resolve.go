@@ -76,6 +76,9 @@ func (e Effective) branch(base string) (Branch, string) {
 	if o.Retries != nil {
 		b.Retries = o.Retries
 	}
+	if o.BatchWait != nil {
+		b.BatchWait = o.BatchWait
+	}
 	if o.Landing != nil {
 		b.Landing = o.Landing
 	}
@@ -144,6 +147,9 @@ func (e Effective) For(base string) rules.Policy {
 	}
 	if b.Landing != nil {
 		p.Train.Landing = *b.Landing
+	}
+	if b.BatchWait != nil {
+		p.Train.BatchWait, _ = ParseBatchWait(*b.BatchWait)
 	}
 	if mc := b.MergeCommit; mc != nil {
 		if mc.Title != nil {
@@ -258,6 +264,7 @@ func (e Effective) Values() []Value {
 		{"parallel", number(c.Parallel, train.Parallel), from(c.Parallel != nil, "default")},
 		{"retries", number(c.Retries, train.Retries), from(c.Retries != nil, "default")},
 		{"landing", str(c.Landing, train.Landing), from(c.Landing != nil, "default")},
+		{"batch_wait", str(c.BatchWait, train.BatchWait.String()), from(c.BatchWait != nil, "default")},
 	}
 	for _, name := range sortedBranches(c.BaseBranches) {
 		b := c.BaseBranches[name]
@@ -284,6 +291,7 @@ func (e Effective) Values() []Value {
 			}
 		}
 		add("landing", b.Landing)
+		add("batch_wait", b.BatchWait)
 		if b.MergeCommit != nil {
 			add("merge_commit.title", b.MergeCommit.Title)
 			add("merge_commit.message", b.MergeCommit.Message)

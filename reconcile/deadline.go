@@ -2,9 +2,11 @@ package reconcile
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // A check_timeout fires within moments of its deadline, not at the next
@@ -83,7 +85,47 @@ func (s *Syncer) reportDeadline(ctx context.Context, k leasedo.Key) error {
 				sooner(checkDeadline(g.BuiltAt, s.policyOf(k, g.Base).CheckTimeout))
 			}
 		}
+		for _, base := range s.trainBases(k, items, groups) {
+			sooner(batchWaitUntil(base, items, groups, s.policyOf(k, base), s.clock.Now()))
+		}
 	}
 	s.cfg.OnDeadline(k, next)
 	return nil
+}
+
+// batchWaitUntil is when a ready entry of base's train that waits for one
+// ahead of it (batch_wait) may go without it (zero: none waits): the
+// sync runs then, as at a check deadline.
+func batchWaitUntil(base string, items []leasedo.Item, all []leasedo.Group, pol rules.Policy, now time.Time) time.Time {
+	f := rules.TrainFacts{Base: base, Now: now}
+	for _, g := range all {
+		if g.Base == base {
+			f.Groups = append(f.Groups, g)
+		}
+	}
+	f.Ready, f.Pending = waitingEntries(base, items, f.Groups)
+	return rules.BatchWaitUntil(f, pol)
+}
+
+// waitingEntries are base's entries in no group, in queue order: those
+// ready for the train, and those whose own checks still run (not held).
+func waitingEntries(base string, items []leasedo.Item, groups []leasedo.Group) (ready, pending []leasedo.Item) {
+	inGroup := map[int]bool{}
+	for _, g := range groups {
+		for _, m := range g.PRs {
+			inGroup[m.Number] = true
+		}
+	}
+	for _, it := range items {
+		if it.BaseRef != base || inGroup[it.PRNumber] {
+			continue
+		}
+		switch {
+		case it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason:
+			ready = append(ready, it)
+		case it.Status == leasedo.StatusEvaluating && !strings.HasPrefix(it.GateReason, rules.HeldPrefix):
+			pending = append(pending, it)
+		}
+	}
+	return ready, pending
 }

@@ -48,21 +48,12 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 			f.Groups = append(f.Groups, g)
 		}
 	}
-	inGroup := map[int]bool{}
-	for _, g := range f.Groups {
-		for _, m := range g.PRs {
-			inGroup[m.Number] = true
-		}
-	}
 	for _, it := range items {
-		if it.BaseRef != base {
-			continue
-		}
-		f.Entries[it.PRNumber] = it
-		if it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason && !inGroup[it.PRNumber] {
-			f.Ready = append(f.Ready, it)
+		if it.BaseRef == base {
+			f.Entries[it.PRNumber] = it
 		}
 	}
+	f.Ready, f.Pending = waitingEntries(base, items, f.Groups)
 	if len(f.Groups) == 0 && len(f.Ready) == 0 {
 		return false, 0, nil
 	}

@@ -34,12 +34,21 @@ type Train struct {
 	Parallel  int    // groups testing at once at most
 	Retries   int    // runs of a failed group's CI again before it is split
 	Landing   string // LandFastForward or LandReplay
+	// BatchWait is how long a ready entry waits for an entry ahead of it
+	// in the queue that still runs its own checks before a group is
+	// built without it (0: DefaultBatchWait; NoBatchWait: not at all).
+	BatchWait time.Duration
 }
 
 // Train defaults.
 const (
 	DefaultBatchSize = 4
 	DefaultParallel  = 2
+	// DefaultBatchWait is GitHub's merge queue's default wait for a group
+	// to fill; Mergify's batch_max_wait_time is 30s.
+	DefaultBatchWait = 5 * time.Minute
+	// NoBatchWait is batch_wait 0: groups take whoever is ready.
+	NoBatchWait = time.Duration(-1)
 )
 
 // WithDefaults fills t's zero fields with the defaults.
@@ -52,6 +61,9 @@ func (t Train) WithDefaults() Train {
 	}
 	if t.Landing == "" {
 		t.Landing = LandFastForward
+	}
+	if t.BatchWait == 0 {
+		t.BatchWait = DefaultBatchWait
 	}
 	return t
 }
@@ -93,6 +105,10 @@ type TrainFacts struct {
 	// own gate passed and that are in no group, in queue order.
 	Entries map[int]lifecycle.Item
 	Ready   []lifecycle.Item
+	// Pending are the entries in no group whose own checks still run
+	// (evaluating, not held), in queue order: a group waits for them
+	// (Train.BatchWait).
+	Pending []lifecycle.Item
 	Now     time.Time
 }
 
@@ -177,7 +193,11 @@ type TrainAction struct {
 //  4. Planned groups are built in order on the group ahead's head (or the
 //     tip) while fewer than Parallel are built.
 //  5. With room for another group, the ready entries (in queue order)
-//     form a new one of at most BatchSize.
+//     form a new one of at most BatchSize. A ready entry behind one that
+//     still runs its own checks waits for it until BatchWait has passed
+//     since it became ready; the ready entries ahead of one that may go
+//     go with it (groups follow the queue, not the order entries became
+//     ready in).
 func DecideTrain(f TrainFacts, p Policy) TrainAction {
 	t := p.Train.WithDefaults()
 	if !p.InTrain() {
@@ -269,19 +289,90 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			aheadPassed = false
 		}
 	}
-	if len(f.Groups) < t.Parallel && len(f.Ready) > 0 {
-		n := min(t.BatchSize, len(f.Ready))
-		prs := make([]lifecycle.GroupPR, n)
-		for i, it := range f.Ready[:n] {
-			prs[i] = lifecycle.GroupPR{Number: it.PRNumber, SHA: it.PRSha}
-		}
-		return TrainAction{Kind: TrainPlan, PRs: prs, Reason: "pull requests ready"}
-	}
 	idle := TrainAction{Kind: TrainWait}
+	if len(f.Groups) < t.Parallel && len(f.Ready) > 0 {
+		ready, _ := mayGroup(f, t.BatchWait)
+		if len(ready) > 0 {
+			n := min(t.BatchSize, len(ready))
+			prs := make([]lifecycle.GroupPR, n)
+			for i, it := range ready[:n] {
+				prs[i] = lifecycle.GroupPR{Number: it.PRNumber, SHA: it.PRSha}
+			}
+			return TrainAction{Kind: TrainPlan, PRs: prs, Reason: "pull requests ready"}
+		}
+		idle.Reason = fmt.Sprintf("waiting for %s ahead in the queue to finish its checks", numbersOf([]int{f.Pending[0].PRNumber}))
+	}
 	if p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == lifecycle.GroupPassed {
 		idle.Reason = p.FrozenReason()
 	}
 	return idle
+}
+
+// BatchWaitUntil is when a ready entry that waits for one ahead of it
+// (Train.BatchWait) may go without it: the train is decided again then
+// (zero: none waits).
+func BatchWaitUntil(f TrainFacts, p Policy) time.Time {
+	t := p.Train.WithDefaults()
+	if !p.InTrain() || len(f.Groups) >= t.Parallel {
+		return time.Time{}
+	}
+	ready, after := mayGroup(f, t.BatchWait)
+	if len(ready) > 0 || after <= 0 {
+		return time.Time{}
+	}
+	return f.Now.Add(after)
+}
+
+// mayGroup returns the ready entries a new group may take, in queue
+// order: a ready entry behind an entry still running its own checks
+// waits for it until wait has passed since it became ready, and the
+// ready entries ahead of one that may go go with it. With none, after is
+// when the first of them may go.
+func mayGroup(f TrainFacts, wait time.Duration) (ready []lifecycle.Item, after time.Duration) {
+	if wait < 0 || len(f.Pending) == 0 {
+		return f.Ready, 0
+	}
+	cut := 0
+	for i, r := range f.Ready {
+		if !queueBefore(f.Pending[0], r) {
+			cut = i + 1 // nobody still testing ahead of it
+			continue
+		}
+		due := readySince(r).Add(wait)
+		if !f.Now.Before(due) {
+			cut = i + 1
+		} else if d := due.Sub(f.Now); after == 0 || d < after {
+			after = d
+		}
+	}
+	if cut > 0 {
+		after = 0
+	}
+	return f.Ready[:cut], after
+}
+
+// queueBefore reports whether a is ahead of b in the queue: a higher
+// priority, then an earlier arrival.
+func queueBefore(a, b lifecycle.Item) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if a.QueuedAt != b.QueuedAt {
+		return a.QueuedAt < b.QueuedAt
+	}
+	return a.PRNumber < b.PRNumber
+}
+
+// readySince is when it became ready: its gate's result, else when its
+// head joined.
+func readySince(it lifecycle.Item) time.Time {
+	switch {
+	case it.GateResultAt != nil:
+		return time.UnixMilli(*it.GateResultAt)
+	case it.HeadAt > 0:
+		return time.UnixMilli(it.HeadAt)
+	}
+	return time.UnixMilli(it.QueuedAt)
 }
 
 // provenThrough returns the last group whose checks passed among the

@@ -459,3 +459,112 @@ func TestTrainBounceMessage(t *testing.T) {
 		t.Errorf("BounceMessage:\n got  %s\n want %s", got, want)
 	}
 }
+
+// Groups follow the queue (batch_wait): a ready entry behind one that
+// still runs its own checks waits for it until batch_wait has passed
+// since it became ready; the ready entries ahead of one that may go go
+// with it.
+func TestDecideTrainBatchWait(t *testing.T) {
+	at := func(d time.Duration) *int64 { ms := trainNow.Add(-d).UnixMilli(); return &ms }
+	// facts: ready numbers became ready readyAgo before now; pending
+	// numbers still run their own checks.
+	facts := func(ready map[int]time.Duration, order []int, pending ...int) rules.TrainFacts {
+		f := trainFacts(nil, nil)
+		for _, n := range order {
+			if ago, ok := ready[n]; ok {
+				it := lifecycle.Item{Entry: lifecycle.Entry{PRNumber: n, PRSha: sha(n), Status: lifecycle.StatusGatePassed, GateResultAt: at(ago)}, BaseRef: "main"}
+				f.Entries[n], f.Ready = it, append(f.Ready, it)
+			}
+		}
+		for _, n := range pending {
+			it := lifecycle.Item{Entry: lifecycle.Entry{PRNumber: n, PRSha: sha(n), Status: lifecycle.StatusEvaluating}, BaseRef: "main"}
+			f.Entries[n], f.Pending = it, append(f.Pending, it)
+		}
+		return f
+	}
+	plan := func(ns ...int) rules.TrainAction {
+		return rules.TrainAction{Kind: rules.TrainPlan, PRs: members(ns...), Reason: "pull requests ready"}
+	}
+	wait := func(after time.Duration) rules.TrainAction {
+		return rules.TrainAction{Kind: rules.TrainWait, Reason: "waiting for #9 ahead in the queue to finish its checks (" + after.String() + ")"}
+	}
+	noWait := func(p *rules.Policy) { p.Train.BatchWait = rules.NoBatchWait }
+	short := func(p *rules.Policy) { p.Train.BatchWait = 30 * time.Second }
+	tests := []struct {
+		name  string
+		facts rules.TrainFacts
+		p     rules.Policy
+		want  rules.TrainAction
+	}{
+		{
+			name:  "#12 ready before #9, which still runs its checks: the group waits for #9 (the default, 5m)",
+			facts: facts(map[int]time.Duration{12: time.Minute}, []int{12}, 9),
+			p:     trainPolicy(),
+			want:  wait(4 * time.Minute),
+		},
+		{
+			name:  "once batch_wait passed since #12 became ready, it goes without #9",
+			facts: facts(map[int]time.Duration{12: 5 * time.Minute}, []int{12}, 9),
+			p:     trainPolicy(),
+			want:  plan(12),
+		},
+		{
+			name:  "ready entries ahead of the one still testing go at once; those behind it wait",
+			facts: facts(map[int]time.Duration{3: time.Minute, 12: time.Minute, 13: time.Minute}, []int{3, 12, 13}, 9),
+			p:     trainPolicy(),
+			want:  plan(3),
+		},
+		{
+			name: "an entry that may go takes the ready ones ahead of it along, in queue order",
+			// #13 waited its batch_wait; #12, ahead of it, only a minute.
+			facts: facts(map[int]time.Duration{12: time.Minute, 13: 6 * time.Minute}, []int{12, 13}, 9),
+			p:     trainPolicy(),
+			want:  plan(12, 13),
+		},
+		{
+			name:  "the wait is the shortest of those waiting",
+			facts: facts(map[int]time.Duration{12: time.Minute, 13: 3 * time.Minute}, []int{12, 13}, 9),
+			p:     trainPolicy(),
+			want:  wait(2 * time.Minute),
+		},
+		{
+			name:  "batch_wait: 30s",
+			facts: facts(map[int]time.Duration{12: 10 * time.Second}, []int{12}, 9),
+			p:     trainPolicy(short),
+			want:  wait(20 * time.Second),
+		},
+		{
+			name:  "batch_wait: 0 takes whoever is ready",
+			facts: facts(map[int]time.Duration{12: 0}, []int{12}, 9),
+			p:     trainPolicy(noWait),
+			want:  plan(12),
+		},
+		{
+			name:  "nobody still testing ahead: no wait",
+			facts: facts(map[int]time.Duration{3: 0, 4: 0}, []int{3, 4}, 9),
+			p:     trainPolicy(),
+			want:  plan(3, 4),
+		},
+		{
+			name: "a higher priority still testing is ahead of an earlier arrival",
+			facts: func() rules.TrainFacts {
+				f := facts(map[int]time.Duration{3: 0}, []int{3}, 9)
+				f.Pending[0].Priority = 1
+				return f
+			}(),
+			p:    trainPolicy(),
+			want: wait(rules.DefaultBatchWait),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rules.DecideTrain(tc.facts, tc.p)
+			if until := rules.BatchWaitUntil(tc.facts, tc.p); !until.IsZero() {
+				got.Reason += " (" + until.Sub(trainNow).String() + ")"
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("DecideTrain =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+}
