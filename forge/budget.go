@@ -315,18 +315,6 @@ func (c *Client) WriteBudget(tenant string) (WriteBudget, bool) {
 	return in.budget.state(), true
 }
 
-// WriteAllowedAt is when a write of class cl for tenant would go out: now
-// or later. Callers with a backlog (the check runs) ask before sending.
-func (c *Client) WriteAllowedAt(tenant string, cl WriteClass) time.Time {
-	in, err := c.installation(tenant)
-	if err != nil {
-		return c.cfg.Clock()
-	}
-	in.budget.mu.Lock()
-	defer in.budget.mu.Unlock()
-	return in.budget.allowedAtLocked(cl, c.cfg.Clock())
-}
-
 // IsWriteBudget reports whether err is a write the budget held back, and
 // returns it.
 func IsWriteBudget(err error) (*WriteBudgetError, bool) {

@@ -622,6 +622,9 @@ func (s *Syncer) dropGroup(ctx context.Context, l *leasedo.Lease, g leasedo.Grou
 // resetBranch points branch at sha, creating it; one left by a build a
 // restart interrupted is mergegate's own to reset.
 func (s *Syncer) resetBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
+	// A build, not a landing: the reset's PATCH is the class of the
+	// build's other writes, not the base's fast-forward.
+	ctx = forge.WithWriteClass(ctx, forge.ClassUnblock)
 	err := s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
 	if errors.Is(err, forge.ErrRefExists) {
 		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
