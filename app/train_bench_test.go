@@ -27,11 +27,12 @@ var (
 	drainBad      = []int{6, 15}
 	drainBreaking = [][2]int{{9, 12}}
 	drainMerged   = 20 - 3 // every one but the two bad ones and the second of the pair
-	// The trains of the benchmark: the defaults, and smaller groups, more
-	// of them at once (a failing group of two finds its culprit in one
-	// more round).
+	// The trains of the benchmark: the defaults, and docs/trains.md's
+	// fastest, each pull request tested with those ahead of it (as
+	// GitHub's merge queue does), twenty at once: a failure is found in
+	// the round it happens.
 	drainTrainDefaults = "mode: train\n"
-	drainTrainWide     = "mode: train\nbatch_size: 2\nparallel: 6\n"
+	drainTrainWide     = "mode: train\nbatch_size: 1\nparallel: 20\n"
 )
 
 // drain queues the benchmark's pull requests under policyFile (strict:
@@ -89,22 +90,23 @@ func drainSeeded(t testing.TB, mode, policyFile string, strict bool, seed int64)
 		callsPerMerge: float64(apiCalls(h)-calls0) / float64(len(want)), culprit: culprit}
 }
 
-// Serial mode on a strict base beside train mode, in one run: a train of
-// small groups, six at once, drains the same queue in at most a quarter
-// of the time, and no mode ever moves the base to an untested commit.
+// Serial mode on a strict base beside train mode, in one run: the default
+// train drains the same queue in at most a quarter of the time, twenty
+// groups of one at once in at most a fifth (a sixth, measured), and no
+// mode ever moves the base to an untested commit.
 func TestTrainDrainsFasterThanSerialStrict(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the drain benchmark runs 60 pull requests through three queues")
 	}
 	serial := drain(t, "serial, strict base", "mode: serial\n", true)
-	defaults := drain(t, "train, batch_size 4, parallel 2 (the defaults)", drainTrainDefaults, false)
-	wide := drain(t, "train, batch_size 2, parallel 6", drainTrainWide, false)
+	defaults := drain(t, "train, the defaults (batch_size 4, parallel 4)", drainTrainDefaults, false)
+	wide := drain(t, "train, batch_size 1, parallel 20", drainTrainWide, false)
 	t.Log("\n" + drainTable(serial, defaults, wide))
-	if wide.ciLengths > serial.ciLengths/4 {
-		t.Errorf("the train took %.1f CI lengths, serial strict %.1f: want at most a quarter", wide.ciLengths, serial.ciLengths)
+	if wide.ciLengths > serial.ciLengths/5 {
+		t.Errorf("the train of groups of one took %.1f CI lengths, serial strict %.1f: want at most a fifth", wide.ciLengths, serial.ciLengths)
 	}
-	if defaults.ciLengths >= serial.ciLengths/2 {
-		t.Errorf("the default train took %.1f CI lengths, serial strict %.1f: want well under half", defaults.ciLengths, serial.ciLengths)
+	if defaults.ciLengths > serial.ciLengths/4 {
+		t.Errorf("the default train took %.1f CI lengths, serial strict %.1f: want at most a quarter", defaults.ciLengths, serial.ciLengths)
 	}
 }
 
@@ -112,20 +114,20 @@ func TestTrainDrainsFasterThanSerialStrict(t *testing.T) {
 // order (three seeds, each printed). Only tested commits land, every good
 // pull request merges once, the bad ones and the later of the pair (#12,
 // even where it was ready before #9: groups follow the queue) are taken
-// out; the default train stays well under half of serial strict time.
+// out; the default train stays under a third of serial strict time.
 func TestTrainDrainJittered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the drain benchmark runs 40 pull requests per seed")
 	}
 	for _, seed := range drainSeeds[:3] {
 		serial := drainSeeded(t, "serial, strict base", "mode: serial\n", true, seed)
-		defaults := drainSeeded(t, "train, batch_size 4, parallel 2 (the defaults)", drainTrainDefaults, false, seed)
+		defaults := drainSeeded(t, "train, the defaults (batch_size 4, parallel 4)", drainTrainDefaults, false, seed)
 		t.Logf("seed %d: train/serial %.2f\n%s", seed, defaults.ciLengths/serial.ciLengths, drainTable(serial, defaults))
 		if defaults.culprit != drainBreaking[0][1] {
 			t.Errorf("seed %d: #%d of the pair was taken out, want #%d, the later in the queue", seed, defaults.culprit, drainBreaking[0][1])
 		}
-		if defaults.ciLengths >= serial.ciLengths/2 {
-			t.Errorf("seed %d: the default train took %.2f CI lengths, serial strict %.2f: want well under half", seed, defaults.ciLengths, serial.ciLengths)
+		if defaults.ciLengths >= serial.ciLengths/3 {
+			t.Errorf("seed %d: the default train took %.2f CI lengths, serial strict %.2f: want under a third", seed, defaults.ciLengths, serial.ciLengths)
 		}
 	}
 }

@@ -434,7 +434,7 @@ func TestTrainSurvivesCrashes(t *testing.T) {
 		h.landedOnlyTested(1, 2)
 	})
 	t.Run("restarts while groups test, the second with the database lost", func(t *testing.T) {
-		h := trainHarness(t, "mode: train\nbatch_size: 2\n", fakegithub.CI{Breaking: [][2]int{{1, 4}}})
+		h := trainHarness(t, "mode: train\nbatch_size: 2\nparallel: 2\n", fakegithub.CI{Breaking: [][2]int{{1, 4}}})
 		h.gh.AllowPush(testRepo, testBase)
 		h.openLabeled(1, 2, 3, 4, 5)
 		h.runCI(10, func() bool { return len(h.groups()) == 2 && h.groups()[1].State == leasedo.GroupTesting })

@@ -30,6 +30,9 @@ var (
 	// ErrRefExists: CreateBranch's branch already exists (422 "Reference
 	// already exists").
 	ErrRefExists = errors.New("reference already exists")
+	// ErrRefMissing: SetBranch's branch does not exist (422 "Reference
+	// does not exist").
+	ErrRefMissing = errors.New("reference does not exist")
 	// ErrNotFastForward: SetBranch without force to a sha that does not
 	// contain the branch's tip (422 "Update is not a fast forward"; bors-ng
 	// met it when the base moved under a batch, bors-ng/bors-ng#856).
@@ -135,8 +138,8 @@ func (c *Client) CreateBranch(ctx context.Context, tenant, repo, branch, sha str
 // /repos/{owner}/{repo}/git/refs/heads/{branch}). Without force, sha must
 // contain the branch's tip (a fast-forward), else ErrNotFastForward. A
 // protected branch that refuses the App is a *ProtectedBranchError
-// (ErrProtectedBranch); a branch that does not exist is a 422 "Reference
-// does not exist" *APIError.
+// (ErrProtectedBranch); a branch that does not exist is ErrRefMissing
+// (422 "Reference does not exist").
 func (c *Client) SetBranch(ctx context.Context, tenant, repo, branch, sha string, force bool) error {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "git.update-ref", tenant, repo)
 	if err != nil {
@@ -153,6 +156,8 @@ func (c *Client) SetBranch(ctx context.Context, tenant, repo, branch, sha string
 		return err
 	case ae.Status == http.StatusUnprocessableEntity && strings.Contains(strings.ToLower(ae.Message), "not a fast forward"):
 		return fmt.Errorf("%w: %w", ErrNotFastForward, err)
+	case ae.Status == http.StatusUnprocessableEntity && strings.Contains(strings.ToLower(ae.Message), "reference does not exist"):
+		return fmt.Errorf("%w: %w", ErrRefMissing, err)
 	case isProtectionRefusal(ae.Status, ae.Message):
 		return &ProtectedBranchError{Repo: repo, Branch: branch, Status: ae.Status, Message: ae.Message}
 	}

@@ -97,36 +97,51 @@ func planGroups(ctx context.Context, tx *wtx, k Key, base string, at int, member
 // id, base and position stay). It is how a group moves: stored before each
 // GitHub call that depends on it.
 func (s *Store) SaveGroup(ctx context.Context, l *Lease, g Group) error {
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error { return saveGroup(ctx, tx, l.Key, g) })
+}
+
+func saveGroup(ctx context.Context, tx *wtx, k Key, g Group) error {
 	prs, err := json.Marshal(g.PRs)
 	if err != nil {
 		return err
 	}
-	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		res, err := tx.ExecContext(ctx, `UPDATE train_groups SET state = ?, prs = ?, parent_sha = ?, head_sha = ?, attempt = ?, split = ?, built_at = ?, reason = ?
-			WHERE id = ? AND tenant = ? AND repo = ?`,
-			g.State, string(prs), g.Parent, g.Head, g.Attempt, g.Split, g.BuiltAt, g.Reason, g.ID, l.Key.Tenant, l.Key.Repo)
-		if err != nil {
-			return fmt.Errorf("%s: save train group %d: %w", l.Key, g.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("%s: save train group %d: %w", l.Key, g.ID, ErrNoGroup)
-		}
-		return nil
-	})
+	res, err := tx.ExecContext(ctx, `UPDATE train_groups SET state = ?, prs = ?, parent_sha = ?, head_sha = ?, attempt = ?, split = ?, built_at = ?, reason = ?
+		WHERE id = ? AND tenant = ? AND repo = ?`,
+		g.State, string(prs), g.Parent, g.Head, g.Attempt, g.Split, g.BuiltAt, g.Reason, g.ID, k.Tenant, k.Repo)
+	if err != nil {
+		return fmt.Errorf("%s: save train group %d: %w", k, g.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%s: save train group %d: %w", k, g.ID, ErrNoGroup)
+	}
+	return nil
 }
 
-// SplitGroup replaces g by groups of halves at its place in the train, in
-// one transaction (a restart finds either g or its halves), and returns
-// them.
-func (s *Store) SplitGroup(ctx context.Context, l *Lease, g Group, halves [2][]GroupPR) ([]Group, error) {
+// SplitGroup splits g into a group of one per member, in one transaction
+// (a restart finds either g or its pieces), and returns the pieces ahead
+// of g. g keeps its last member, its branch, state and result (the last
+// step of its build is its head), now built on the step before; the
+// others are planned ahead of it, each to be pushed at its own step
+// (GroupPR.Onto, Merged). A g that is planned has every piece built.
+// g keeps its attempts: its last piece is not run again.
+func (s *Store) SplitGroup(ctx context.Context, l *Lease, g Group) ([]Group, error) {
 	var out []Group
 	err := s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM train_groups WHERE id = ? AND tenant = ? AND repo = ?`, g.ID, l.Key.Tenant, l.Key.Repo); err != nil {
-			return fmt.Errorf("%s: split train group %d: %w", l.Key, g.ID, err)
+		n := len(g.PRs) - 1
+		pieces := make([][]GroupPR, n)
+		for i, m := range g.PRs[:n] {
+			pieces[i] = []GroupPR{m}
 		}
 		var err error
-		out, err = planGroups(ctx, tx, l.Key, g.Base, g.Seq, halves[:], true, now)
-		return err
+		if out, err = planGroups(ctx, tx, l.Key, g.Base, g.Seq, pieces, true, now); err != nil {
+			return err
+		}
+		last := g.PRs[n]
+		g.PRs, g.Split = []GroupPR{last}, true
+		if g.Built() {
+			g.Parent = last.Onto
+		}
+		return saveGroup(ctx, tx, l.Key, g)
 	})
 	return out, err
 }

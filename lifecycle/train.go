@@ -12,10 +12,15 @@ const (
 )
 
 // GroupPR is one member of a group: a pull request at the head that
-// passed its own gate.
+// passed its own gate. Once the group is built, Onto is the commit its
+// head was merged onto and Merged the merge's result: a group built
+// again on Onto takes Merged instead of merging again (the pieces of a
+// split group are pushed, not built).
 type GroupPR struct {
 	Number int    `json:"n"`
 	SHA    string `json:"sha"`
+	Onto   string `json:"onto,omitempty"`
+	Merged string `json:"merged,omitempty"`
 }
 
 // Group is one group of a base branch's merge train: pull requests tested
@@ -50,9 +55,10 @@ func (g Group) Branch() string {
 }
 
 // BuildBranch is the branch the group's merges are made on before its
-// result is pushed to Branch: mergegate-build/<base>/<id>.
+// result is pushed to Branch: mergegate-build/<base>/train, one per base,
+// reset for each build (only one group of a base builds at a time).
 func (g Group) BuildBranch() string {
-	return BuildBranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
+	return BuildBranchPrefix + g.Base + "/train"
 }
 
 // Numbers lists the members' numbers, in order.

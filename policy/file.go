@@ -665,7 +665,7 @@ func lineOf(n *yaml.Node, path []string) (line, column int) {
 // run again at most MaxRetries times before it is split.
 const (
 	MaxBatchSize = 32
-	MaxParallel  = 8
+	MaxParallel  = 32
 	MaxRetries   = 3
 )
 

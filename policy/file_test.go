@@ -84,7 +84,7 @@ base_branches:
 	if !rel.Frozen || rel.FreezeMessage != "release in progress" || rel.CheckTimeout != 0 || rel.UpdateMethod != "rebase" {
 		t.Errorf("release = %+v", rel)
 	}
-	if main.InTrain() || main.Train != (rules.Train{BatchSize: 4, Parallel: 2, Landing: rules.LandFastForward, BatchWait: rules.DefaultBatchWait}) {
+	if main.InTrain() || main.Train != (rules.Train{BatchSize: 4, Parallel: 4, Landing: rules.LandFastForward, BatchWait: rules.DefaultBatchWait}) {
 		t.Errorf("main's train = %q %+v, want serial with the defaults", main.Mode, main.Train)
 	}
 	if next := e.For("next"); !next.InTrain() || next.Train != (rules.Train{BatchSize: 8, Parallel: 3, Retries: 1, Landing: rules.LandReplay, BatchWait: rules.NoBatchWait}) {
@@ -143,7 +143,7 @@ func TestProblems(t *testing.T) {
 			[]string{name + `:1:13: batch_size: want a whole number, not "four"`}},
 		{"a train setting out of range",
 			"base_branches:\n  main:\n    parallel: 0\n    landing: rebase\n",
-			[]string{name + `:3:15: base_branches.main.parallel 0: want 1 to 8`, name + `:4:14: base_branches.main.landing "rebase": want fast-forward or replay`}},
+			[]string{name + `:3:15: base_branches.main.parallel 0: want 1 to 32`, name + `:4:14: base_branches.main.landing "rebase": want fast-forward or replay`}},
 		{"an update method that does not exist",
 			"update_method: squash\n",
 			[]string{name + `:1:16: update_method "squash": want merge or rebase`}},

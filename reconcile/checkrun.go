@@ -235,13 +235,14 @@ func checkTitle(it leasedo.Item, head bool, pol rules.Policy, problems policy.Pr
 	return withPolicy(t, pol, problems)
 }
 
-// trainCheckTitle says what an entry of a merge train's base waits for:
-// its own checks, then, once they passed, the train. It is one title
-// from then until the entry lands, whether it waits for room in a group
-// or is in one being built, tested or landed: each of those moves was a
-// write per member, which made a train cost more per merged pull request
-// than a serial queue. The group, its members and its state are on the
-// dashboard; a group that fails ends its culprit's run saying why.
+// trainCheckTitle says what an entry of a merge train's base waits for.
+// It is one title from when it is queued until it lands, whether its own
+// checks run, it waits for room in a group, or is in one being built,
+// tested or landed: each of those moves was a write per member, which
+// made a train cost more per merged pull request than a serial queue.
+// Only what its author must act on or know changes it (a review, a
+// hold, a block). Its stage, group and the group's state are on the
+// dashboard; a pull request taken out reads why on its run.
 func trainCheckTitle(it leasedo.Item, train []leasedo.Group, pol rules.Policy, problems policy.Problems) string {
 	base := baseName(it)
 	grouped := false
@@ -250,9 +251,11 @@ func trainCheckTitle(it leasedo.Item, train []leasedo.Group, pol rules.Policy, p
 			grouped = grouped || (m.Number == it.PRNumber && m.SHA == it.PRSha)
 		}
 	}
-	t := strings.Replace(stageTitle(it, false), "the merge queue for", "the merge train queue for", 1)
-	if grouped || (it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason) {
-		t = fmt.Sprintf("Checks passed: in the merge train for %s, lands with its group", base)
+	t := stageTitle(it, false)
+	if grouped || (it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason) || t == stageTitle(leasedo.Item{BaseRef: it.BaseRef}, false) {
+		t = fmt.Sprintf("In the merge train for %s: lands once its checks and its group's pass", base)
+	} else {
+		t = strings.Replace(t, "the merge queue for", "the merge train queue for", 1)
 	}
 	return withPolicy(t, pol, problems)
 }

@@ -99,6 +99,7 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 				return false, 0, err
 			}
 		}
+		s.emptied(ctx, k, f, len(f.Groups))
 		return true, 0, nil
 
 	case rules.TrainDrop:
@@ -109,6 +110,7 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 			if err := s.dropGroup(ctx, l, g); err != nil {
 				return false, 0, err
 			}
+			s.emptied(ctx, k, f, 1)
 		} else if err := s.replan(ctx, l, g, a.Reason); err != nil {
 			return false, 0, err
 		}
@@ -159,6 +161,12 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 	case rules.TrainRetry:
 		g := a.Group
 		g.Attempt++
+		// Made again: a retry runs CI on new merge commits, not on the
+		// ones whose run failed.
+		g.PRs = slices.Clone(g.PRs)
+		for i := range g.PRs {
+			g.PRs[i].Onto, g.PRs[i].Merged = "", ""
+		}
 		log.Info().Ints("prs", g.Numbers()).Int("attempt", g.Attempt).Str("reason", a.Reason).Msg("merge train group failed; running it again")
 		if err := s.replan(ctx, l, g, a.Reason); err != nil {
 			return false, 0, err
@@ -167,11 +175,16 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 
 	case rules.TrainSplit:
 		g := a.Group
-		log.Info().Ints("prs", g.Numbers()).Str("reason", a.Reason).Msg("merge train group failed; split in halves to find the cause")
-		if err := s.deleteGroupBranch(ctx, k, g); err != nil {
-			return false, 0, err
+		log.Info().Ints("prs", g.Numbers()).Str("reason", a.Reason).Msg("merge train group failed; each of its pull requests is tested at its step to find the cause")
+		last := g.PRs[len(g.PRs)-1]
+		if last.Merged != g.Head || last.Onto == "" {
+			// Built before its steps were recorded: every piece is built.
+			if err := s.replan(ctx, l, g, a.Reason); err != nil {
+				return false, 0, err
+			}
+			g.State, g.Parent, g.Head, g.BuiltAt = leasedo.GroupPlanned, "", "", 0
 		}
-		if _, err := s.store.SplitGroup(ctx, l, g, a.Halves); err != nil {
+		if _, err := s.store.SplitGroup(ctx, l, g); err != nil {
 			return false, 0, err
 		}
 		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, "the group ahead failed")
@@ -187,6 +200,7 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 		if err := s.dropGroup(ctx, l, g); err != nil {
 			return false, 0, err
 		}
+		s.emptied(ctx, k, f, 1)
 		return true, 0, s.replanBehind(ctx, l, f.Groups, g.ID, fmt.Sprintf("#%d failed in the group ahead", a.Culprit.Number))
 	}
 	return false, 0, fmt.Errorf("%s: train of %s: unknown action %v", k, base, a.Kind)
@@ -286,7 +300,10 @@ func (s *Syncer) clearForks(ctx context.Context, l *leasedo.Lease, pol rules.Pol
 
 // buildGroup makes g's branch from parent and merges its members' heads
 // into it, in order; then CI runs on it. A member that conflicts is
-// bounced and the group is planned again without it.
+// bounced and the group is planned again without it. A member whose
+// merge onto the same commit was made before (a split group's pieces)
+// is taken as it was: a group all of whose merges are known costs one
+// push.
 func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, parent string, log zerolog.Logger) (bool, time.Duration, error) {
 	k := l.Key
 	g.State, g.Parent, g.Head, g.BuiltAt = leasedo.GroupBuilding, parent, "", 0
@@ -296,12 +313,21 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	// The merges are made on a branch of their own, outside mergegate/**,
 	// and the result pushed to the group's branch once: CI runs on the
 	// commit to test, not on every merge on the way (bors' staging.tmp).
-	tmp := g.BuildBranch()
-	if err := s.resetBranch(ctx, k, tmp, parent); err != nil {
-		return false, 0, err
-	}
+	// One per base, reset for each build, deleted when the train is empty.
+	tmp, merging := g.BuildBranch(), false
 	head := parent
-	for i, m := range g.PRs {
+	prs := slices.Clone(g.PRs)
+	for i, m := range prs {
+		if m.Onto == head && m.Merged != "" {
+			head = m.Merged
+			continue
+		}
+		if !merging {
+			if err := s.resetBuildBranch(ctx, k, tmp, head); err != nil {
+				return false, 0, err
+			}
+			merging = true
+		}
 		// The build branch holds what mergegate wrote, and only that: each
 		// merge's parents are the tip mergegate left and the pull
 		// request's head (a merge onto a commit someone else pushed has
@@ -325,35 +351,39 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 					return false, 0, err
 				}
 			}
-			g.PRs = slices.Delete(slices.Clone(g.PRs), i, i+1)
+			g.PRs = slices.Delete(prs, i, i+1)
 			if len(g.PRs) == 0 {
 				return true, 0, s.dropGroup(ctx, l, g)
 			}
 			return true, 0, s.replan(ctx, l, g, fmt.Sprintf("#%d conflicts with the pull requests ahead of it", m.Number))
 		case err != nil:
 			return false, 0, err
-		case !res.UpToDate:
+		}
+		prs[i].Onto = head
+		if !res.UpToDate {
 			head = res.SHA
 		}
+		prs[i].Merged = head
 	}
 	// Also what a merge GitHub answered 204 (nothing to merge) left.
-	if foreign, err := s.foreignTip(ctx, k, tmp, head); err != nil || foreign != "" {
-		if err != nil {
-			return false, 0, err
+	if merging {
+		if foreign, err := s.foreignTip(ctx, k, tmp, head); err != nil || foreign != "" {
+			if err != nil {
+				return false, 0, err
+			}
+			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("%s points to %s after its merges, not to %s, which mergegate left there",
+				tmp, forge.ShortSHA(foreign), forge.ShortSHA(head)), foreign, log)
 		}
-		return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("%s points to %s after its merges, not to %s, which mergegate left there",
-			tmp, forge.ShortSHA(foreign), forge.ShortSHA(head)), foreign, log)
 	}
 	branch := g.Branch()
 	if err := s.resetBranch(ctx, k, branch, head); err != nil {
 		return false, 0, err
 	}
-	s.deleteBranchQuietly(ctx, k, tmp)
-	g.State, g.Head, g.BuiltAt = leasedo.GroupTesting, head, s.clock.Now().UnixMilli()
+	g.PRs, g.State, g.Head, g.BuiltAt = prs, leasedo.GroupTesting, head, s.clock.Now().UnixMilli()
 	if err := s.store.SaveGroup(ctx, l, g); err != nil {
 		return false, 0, err
 	}
-	log.Info().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", head).Str("parent_sha", parent).Msg("merge train group built; its CI runs")
+	log.Info().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", head).Str("parent_sha", parent).Bool("merged", merging).Msg("merge train group built; its CI runs")
 	return true, 0, nil
 }
 
@@ -427,6 +457,7 @@ func (s *Syncer) landGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainF
 				return err
 			}
 		}
+		s.emptied(ctx, k, f, len(all))
 		return nil
 	}
 	if resumed && f.Tip == g.Head {
@@ -532,6 +563,7 @@ func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.Trai
 			return true, 0, err
 		}
 	}
+	s.emptied(ctx, k, f, len(through)+1)
 	return true, 0, nil
 }
 
@@ -619,6 +651,27 @@ func (s *Syncer) dropGroup(ctx context.Context, l *leasedo.Lease, g leasedo.Grou
 	return s.store.DeleteGroup(ctx, l, g.ID)
 }
 
+// resetBuildBranch points the base's build branch at sha. It is read
+// first: a group built on the one ahead of it finds the branch where that
+// one's build left it, and costs no write; otherwise it is a forced
+// update (one write), or created when there is none.
+func (s *Syncer) resetBuildBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
+	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, branch)
+	switch {
+	case err == nil && tip == sha:
+		return nil
+	case err != nil && !errors.Is(err, forge.ErrNotFound):
+		return err
+	}
+	ctx = forge.WithWriteClass(ctx, forge.ClassUnblock)
+	if err == nil {
+		if err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true); !errors.Is(err, forge.ErrRefMissing) {
+			return err
+		}
+	}
+	return s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
+}
+
 // resetBranch points branch at sha, creating it; one left by a build a
 // restart interrupted is mergegate's own to reset.
 func (s *Syncer) resetBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
@@ -661,6 +714,14 @@ func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch st
 	}
 	s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Str("branch", branch).Msg("could not delete a merge train branch (the App needs contents: write)")
 	return nil
+}
+
+// emptied deletes the base's build branch when the action that removed
+// gone groups left its train with none (the next build creates it).
+func (s *Syncer) emptied(ctx context.Context, k leasedo.Key, f rules.TrainFacts, gone int) {
+	if len(f.Groups) <= gone {
+		s.deleteBranchQuietly(ctx, k, leasedo.Group{Base: f.Base}.BuildBranch())
+	}
 }
 
 // deleteBranchQuietly deletes a branch whose deletion nothing waits for;

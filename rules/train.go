@@ -43,10 +43,14 @@ type Train struct {
 // Train defaults.
 const (
 	DefaultBatchSize = 4
-	DefaultParallel  = 2
-	// DefaultBatchWait is GitHub's merge queue's default wait for a group
-	// to fill; Mergify's batch_max_wait_time is 30s.
-	DefaultBatchWait = 5 * time.Minute
+	// DefaultParallel: four groups of four test at once, sixteen pull
+	// requests (GitHub's merge queue builds five by default, each with
+	// those ahead of it).
+	DefaultParallel = 4
+	// DefaultBatchWait covers the spread of a ten-minute CI's results
+	// (plus or minus a third): within it groups keep the queue's order,
+	// and of two that break the base together the later is taken out.
+	DefaultBatchWait = 10 * time.Minute
 	// NoBatchWait is batch_wait 0: groups take whoever is ready.
 	NoBatchWait = time.Duration(-1)
 )
@@ -135,8 +139,12 @@ const (
 	TrainLand
 	// TrainRetry builds Group again: its CI failed and a retry is left.
 	TrainRetry
-	// TrainSplit replaces Group by Halves, both to be built; the groups
-	// behind it are built again.
+	// TrainSplit replaces Group, which failed, by a group of one per
+	// member, in order, each tested at its own step of Group's build
+	// (pushed, not built again; the last keeps Group's branch and
+	// result): the first of them that fails, every one ahead passed, is
+	// the culprit, found in one round. The groups behind are built again
+	// once it is out.
 	TrainSplit
 	// TrainBounce takes Culprit out: a group of one failed. The groups
 	// behind it are built again.
@@ -159,12 +167,11 @@ func (k TrainKind) String() string {
 type TrainAction struct {
 	Kind    TrainKind
 	Group   lifecycle.Group
-	Parent  string                 // TrainBuild: the commit to build on
-	PRs     []lifecycle.GroupPR    // TrainPlan: the members; TrainDrop: those to remove
-	Halves  [2][]lifecycle.GroupPR // TrainSplit
-	Culprit lifecycle.GroupPR      // TrainBounce
-	Bounced Bounced                // TrainBounce: what its author reads
-	Landing string                 // TrainLand
+	Parent  string              // TrainBuild: the commit to build on
+	PRs     []lifecycle.GroupPR // TrainPlan: the members; TrainDrop: those to remove
+	Culprit lifecycle.GroupPR   // TrainBounce
+	Bounced Bounced             // TrainBounce: what its author reads
+	Landing string              // TrainLand
 	// Through are the groups ahead of Group that land with it (TrainLand):
 	// Group was built on them and passed, which proves them too.
 	Through []lifecycle.Group
@@ -183,15 +190,19 @@ type TrainAction struct {
 //  3. Groups are judged in landing order: the first one lands once it
 //     passed (not while the base is frozen); a group whose checks passed
 //     is marked passed; a group whose checks failed or timed out while
-//     every group ahead of it passed is run again (retries), split in
-//     halves, or, alone, bounces its one pull request. A failure behind a
-//     group not yet passed waits: that group may be the cause.
+//     every group ahead of it passed is run again (retries), split into
+//     its members (each tested at its step of the group's build), or,
+//     alone, bounces its one pull request. A failure behind a group not
+//     yet passed waits: that group may be the cause.
 //     A group whose checks passed while groups ahead of it (it was built
 //     on them, in a chain from the base) still test or failed proves them
 //     too: with fast-forward landing they all land at its commit, without
 //     waiting for their own results (skip intermediate results).
 //  4. Planned groups are built in order on the group ahead's head (or the
-//     tip) while fewer than Parallel are built.
+//     tip) while fewer than Parallel are built, not behind a group whose
+//     checks failed (it is built again once the culprit is out). The
+//     pieces of a split group do not count: finding a culprit does not
+//     take the room of the groups behind.
 //  5. With room for another group, the ready entries (in queue order)
 //     form a new one of at most BatchSize. A ready entry behind one that
 //     still runs its own checks waits for it until BatchWait has passed
@@ -245,7 +256,7 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 				Reason: fmt.Sprintf("its checks passed on the pull requests ahead of it (%s): they land with it", numbersOf(Ahead(f.Groups, f.Groups[j].ID)))}
 		}
 	}
-	built, aheadPassed := 0, true
+	built, aheadPassed, failedAhead := 0, true, false
 	for i, g := range f.Groups {
 		parent := f.Tip
 		if i > 0 {
@@ -276,13 +287,14 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			case failed && aheadPassed:
 				return failedGroup(f, g, why, t)
 			}
+			failedAhead = failedAhead || failed
 		case lifecycle.GroupPlanned:
 			ahead := i == 0 || (f.Groups[i-1].Head != "" && f.Groups[i-1].State != lifecycle.GroupBuilding)
-			if ahead && built < t.Parallel {
+			if ahead && !failedAhead && (g.Split || built < t.Parallel) {
 				return TrainAction{Kind: TrainBuild, Group: g, Parent: parent, Reason: "room in the train"}
 			}
 		}
-		if g.Built() {
+		if g.Built() && !g.Split {
 			built++
 		}
 		if g.State != lifecycle.GroupPassed {
@@ -290,7 +302,7 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		}
 	}
 	idle := TrainAction{Kind: TrainWait}
-	if len(f.Groups) < t.Parallel && len(f.Ready) > 0 {
+	if counted(f.Groups) < t.Parallel && len(f.Ready) > 0 {
 		ready, _ := mayGroup(f, t.BatchWait)
 		if len(ready) > 0 {
 			n := min(t.BatchSize, len(ready))
@@ -313,7 +325,7 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 // (zero: none waits).
 func BatchWaitUntil(f TrainFacts, p Policy) time.Time {
 	t := p.Train.WithDefaults()
-	if !p.InTrain() || len(f.Groups) >= t.Parallel {
+	if !p.InTrain() || counted(f.Groups) >= t.Parallel {
 		return time.Time{}
 	}
 	ready, after := mayGroup(f, t.BatchWait)
@@ -321,6 +333,18 @@ func BatchWaitUntil(f TrainFacts, p Policy) time.Time {
 		return time.Time{}
 	}
 	return f.Now.Add(after)
+}
+
+// counted is how many of groups count against Train.Parallel: the pieces
+// of a split group do not.
+func counted(groups []lifecycle.Group) int {
+	n := 0
+	for _, g := range groups {
+		if !g.Split {
+			n++
+		}
+	}
+	return n
 }
 
 // mayGroup returns the ready entries a new group may take, in queue
@@ -447,9 +471,7 @@ func failedGroup(f TrainFacts, g lifecycle.Group, why string, t Train) TrainActi
 		return TrainAction{Kind: TrainBounce, Group: g, Culprit: g.PRs[0], Reason: why,
 			Bounced: Bounced{Kind: BounceTrainFailure, Detail: why, Base: f.Base, At: g.Parent, Ahead: Ahead(f.Groups, g.ID)}}
 	}
-	half := (len(g.PRs) + 1) / 2
-	return TrainAction{Kind: TrainSplit, Group: g, Reason: "failed (" + why + "); testing its halves to find the cause",
-		Halves: [2][]lifecycle.GroupPR{g.PRs[:half:half], g.PRs[half:]}}
+	return TrainAction{Kind: TrainSplit, Group: g, Reason: "failed (" + why + "); testing each of its pull requests at its step to find the cause"}
 }
 
 // TrainMethod is the method a replay landing merges each member with:

@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,14 +173,49 @@ func TestDecideTrain(t *testing.T) {
 			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(1, lifecycle.GroupLanding, "tip", "g1", 1), Landing: rules.LandFastForward, Reason: "landing"},
 		},
 		{
-			name: "a failed group of several is split in halves",
+			name: "a failed group of several is split into its members",
 			facts: func() rules.TrainFacts {
 				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2, 3)}, []lifecycle.Verdict{failing})
 			},
 			p: trainPolicy(),
 			want: rules.TrainAction{Kind: rules.TrainSplit, Group: group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2, 3),
-				Halves: [2][]lifecycle.GroupPR{members(1, 2), members(3)},
-				Reason: `failed (required check "ci" failed); testing its halves to find the cause`},
+				Reason: `failed (required check "ci" failed); testing each of its pull requests at its step to find the cause`},
+		},
+		{
+			name: "the pieces of a split group are built whatever parallel says",
+			facts: func() rules.TrainFacts {
+				p1, p2 := group(2, lifecycle.GroupPlanned, "", "", 1), group(3, lifecycle.GroupPlanned, "", "", 2)
+				last := group(1, lifecycle.GroupTesting, "s2", "g1", 3)
+				p1.Split, p2.Split, last.Split = true, true, true
+				return trainFacts([]lifecycle.Group{p1, p2, last, group(4, lifecycle.GroupTesting, "g1", "g4", 5), group(5, lifecycle.GroupTesting, "g4", "g5", 6)},
+					[]lifecycle.Verdict{{}, {}, failing, pending, pending})
+			},
+			p: trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainBuild, Group: func() lifecycle.Group {
+				g := group(2, lifecycle.GroupPlanned, "", "", 1)
+				g.Split = true
+				return g
+			}(), Parent: "tip", Reason: "room in the train"},
+		},
+		{
+			name: "a group is not built behind one whose checks failed: it is built once the culprit is out",
+			facts: func() rules.TrainFacts {
+				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "g1", "g2", 2),
+					group(3, lifecycle.GroupPlanned, "", "", 3)}, []lifecycle.Verdict{pending, failing, {}})
+			},
+			p:    trainPolicy(func(p *rules.Policy) { p.Train.Parallel = 4 }),
+			want: rules.TrainAction{Kind: rules.TrainWait},
+		},
+		{
+			name: "pieces of a split leave room for a new group",
+			facts: func() rules.TrainFacts {
+				p1 := group(2, lifecycle.GroupTesting, "tip", "s1", 1)
+				last := group(1, lifecycle.GroupTesting, "s1", "g1", 2)
+				p1.Split, last.Split = true, true
+				return trainFacts([]lifecycle.Group{p1, last, group(3, lifecycle.GroupPlanned, "", "", 3)}, []lifecycle.Verdict{pending, failing, {}}, 4)
+			},
+			p:    trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainPlan, PRs: members(4), Reason: "pull requests ready"},
 		},
 		{
 			name: "retries: a failed group runs again first",
@@ -357,16 +393,18 @@ func TestDecideTrain(t *testing.T) {
 	}
 }
 
-// Bisection finds the culprit of a failing group in log2 rounds and lets
-// the others go on: played here through DecideTrain alone, with a CI that
-// fails any commit containing #3.
-func TestDecideTrainBisectsToTheCulprit(t *testing.T) {
+// A failing group finds its culprit in one round and lets the others go
+// on: each member is tested at its step of the group's build, and the
+// group behind waits for the culprit to be out, then is built once.
+// Played here through DecideTrain alone, with a CI that fails any commit
+// containing #3.
+func TestDecideTrainFindsTheCulpritInOneRound(t *testing.T) {
 	p := trainPolicy()
-	groups := []lifecycle.Group{group(1, lifecycle.GroupPlanned, "", "", 1, 2, 3, 4)}
-	contains := map[string][]int{"tip": nil}
+	groups := []lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2, 3, 4), group(2, lifecycle.GroupTesting, "g1", "g2", 5, 6)}
+	contains := map[string][]int{"tip": nil, "g1": {1, 2, 3, 4}, "g2": {1, 2, 3, 4, 5, 6}}
 	var bounced []int
 	landed := []int{}
-	next := int64(10)
+	next, builds, rounds := int64(10), map[int]int{}, 0
 	for step := 0; step < 100; step++ {
 		f := trainFacts(groups, nil)
 		for _, g := range groups {
@@ -392,34 +430,58 @@ func TestDecideTrainBisectsToTheCulprit(t *testing.T) {
 			if len(groups) != 0 {
 				t.Fatalf("waits with groups left: %+v", groups)
 			}
-			if !reflect.DeepEqual(bounced, []int{3}) || !reflect.DeepEqual(landed, []int{1, 2, 4}) {
-				t.Fatalf("bounced %v landed %v, want [3] and [1 2 4]", bounced, landed)
+			if !reflect.DeepEqual(bounced, []int{3}) || !reflect.DeepEqual(landed, []int{1, 2, 4, 5, 6}) {
+				t.Fatalf("bounced %v landed %v, want [3] and [1 2 4 5 6]", bounced, landed)
+			}
+			// #1, #2 and #3 at their steps of the first group's build,
+			// #4 on the base without #3, the group behind once.
+			if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1}; !reflect.DeepEqual(builds, want) {
+				t.Errorf("builds per pull request %v, want %v", builds, want)
+			}
+			if rounds != 1 {
+				t.Errorf("%d splits, want 1", rounds)
 			}
 			return
 		case rules.TrainBuild:
 			g := &groups[idx]
 			g.State, g.Parent, g.Head = lifecycle.GroupTesting, a.Parent, "h"+strings.Repeat("x", step)
+			if g.Split {
+				g.Head = "step" + strconv.Itoa(g.Numbers()[0])
+			}
 			contains[g.Head] = append(append([]int{}, contains[a.Parent]...), g.Numbers()...)
+			for _, n := range g.Numbers() {
+				builds[n]++
+			}
 		case rules.TrainPass:
 			groups[idx].State = lifecycle.GroupPassed
 		case rules.TrainLand:
-			landed = append(landed, groups[0].Numbers()...)
-			contains["tip"] = contains[groups[0].Head]
-			groups = groups[1:]
+			for _, t := range a.Through {
+				landed = append(landed, t.Numbers()...)
+			}
+			landed = append(landed, a.Group.Numbers()...)
+			contains["tip"] = contains[a.Group.Head]
+			groups = groups[idx+1:]
 			if len(groups) > 0 {
 				groups[0].Parent = "tip"
 			}
 		case rules.TrainSplit:
-			var halves []lifecycle.Group
-			for _, h := range a.Halves {
+			rounds++
+			// The engine pushes each piece at its step of g's build; g
+			// keeps its last member, built on the step before.
+			g := groups[idx]
+			var pieces []lifecycle.Group
+			for _, m := range g.PRs[:len(g.PRs)-1] {
 				next++
-				halves = append(halves, lifecycle.Group{ID: next, Base: "main", State: lifecycle.GroupPlanned, PRs: h})
+				pieces = append(pieces, lifecycle.Group{ID: next, Base: "main", State: lifecycle.GroupPlanned, PRs: []lifecycle.GroupPR{m}, Split: true})
 			}
+			last := g
+			last.PRs, last.Split = g.PRs[len(g.PRs)-1:], true
+			last.Parent = "step" + strconv.Itoa(g.PRs[len(g.PRs)-2].Number)
 			rest := append([]lifecycle.Group{}, groups[idx+1:]...)
 			for i := range rest {
 				rest[i].State, rest[i].Head = lifecycle.GroupPlanned, ""
 			}
-			groups = append(append(groups[:idx:idx], halves...), rest...)
+			groups = append(append(append(groups[:idx:idx], pieces...), last), rest...)
 		case rules.TrainBounce:
 			bounced = append(bounced, a.Culprit.Number)
 			rest := append([]lifecycle.Group{}, groups[idx+1:]...)
@@ -490,6 +552,7 @@ func TestDecideTrainBatchWait(t *testing.T) {
 	}
 	noWait := func(p *rules.Policy) { p.Train.BatchWait = rules.NoBatchWait }
 	short := func(p *rules.Policy) { p.Train.BatchWait = 30 * time.Second }
+	five := func(p *rules.Policy) { p.Train.BatchWait = 5 * time.Minute }
 	tests := []struct {
 		name  string
 		facts rules.TrainFacts
@@ -497,34 +560,40 @@ func TestDecideTrainBatchWait(t *testing.T) {
 		want  rules.TrainAction
 	}{
 		{
-			name:  "#12 ready before #9, which still runs its checks: the group waits for #9 (the default, 5m)",
+			name:  "the default is 10m",
 			facts: facts(map[int]time.Duration{12: time.Minute}, []int{12}, 9),
 			p:     trainPolicy(),
+			want:  wait(9 * time.Minute),
+		},
+		{
+			name:  "#12 ready before #9, which still runs its checks: the group waits for #9 (batch_wait 5m)",
+			facts: facts(map[int]time.Duration{12: time.Minute}, []int{12}, 9),
+			p:     trainPolicy(five),
 			want:  wait(4 * time.Minute),
 		},
 		{
 			name:  "once batch_wait passed since #12 became ready, it goes without #9",
 			facts: facts(map[int]time.Duration{12: 5 * time.Minute}, []int{12}, 9),
-			p:     trainPolicy(),
+			p:     trainPolicy(five),
 			want:  plan(12),
 		},
 		{
 			name:  "ready entries ahead of the one still testing go at once; those behind it wait",
 			facts: facts(map[int]time.Duration{3: time.Minute, 12: time.Minute, 13: time.Minute}, []int{3, 12, 13}, 9),
-			p:     trainPolicy(),
+			p:     trainPolicy(five),
 			want:  plan(3),
 		},
 		{
 			name: "an entry that may go takes the ready ones ahead of it along, in queue order",
 			// #13 waited its batch_wait; #12, ahead of it, only a minute.
 			facts: facts(map[int]time.Duration{12: time.Minute, 13: 6 * time.Minute}, []int{12, 13}, 9),
-			p:     trainPolicy(),
+			p:     trainPolicy(five),
 			want:  plan(12, 13),
 		},
 		{
 			name:  "the wait is the shortest of those waiting",
 			facts: facts(map[int]time.Duration{12: time.Minute, 13: 3 * time.Minute}, []int{12, 13}, 9),
-			p:     trainPolicy(),
+			p:     trainPolicy(five),
 			want:  wait(2 * time.Minute),
 		},
 		{
