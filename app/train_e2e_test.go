@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -221,6 +222,20 @@ func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
 	h.openLabeled(1, 2, 3, 4, 5, 6)
 	h.runCI(60, h.queueEmpty)
 	h.landedOnlyTested(1, 2, 3, 5, 6)
+	// The failed group [1 2 3 4] is split into its members, pushed at
+	// their steps of its build: none is merged again. The group behind
+	// it, [5 6], waits for the culprit to be out and is built once more.
+	merged := map[int]int{}
+	for _, w := range h.gh.RefWrites() {
+		for n := 1; n <= 6; n++ {
+			if pr, _ := h.gh.PR(testRepo, n); w.Action == "merge" && w.Head == pr.HeadSHA {
+				merged[n]++
+			}
+		}
+	}
+	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2}; !reflect.DeepEqual(merged, want) {
+		t.Errorf("merges of each pull request's head %v, want %v", merged, want)
+	}
 	// What #4 failed on held #2, landed by then or ahead of it.
 	if c := h.comments(4); len(c) != 1 || !strings.Contains(c[0], "passed its own checks but failed merged together with "+testBase) {
 		t.Errorf("#4's author read %q", c)
