@@ -469,6 +469,41 @@ func TestTrainSurvivesCrashes(t *testing.T) {
 	})
 }
 
+// A failed group's pieces are stored with the commits they are pushed
+// at: after a restart in the middle of the split they are pushed, not
+// merged again, and the culprit is the later of the pair.
+func TestTrainSplitSurvivesARestart(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{Breaking: [][2]int{{2, 4}}})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4, 5)
+	h.runCI(20, func() bool {
+		split := 0
+		for _, g := range h.groups() {
+			if g.Split {
+				split++
+			}
+		}
+		return split == 4
+	})
+	h.restartTrain(false)
+	h.runCI(40, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 3, 5)
+	merged := map[int]int{}
+	for _, w := range h.gh.RefWrites() {
+		for _, n := range []int{1, 2, 3, 4} {
+			if pr, _ := h.gh.PR(testRepo, n); w.Action == "merge" && w.Head == pr.HeadSHA {
+				merged[n]++
+			}
+		}
+	}
+	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1}; !reflect.DeepEqual(merged, want) {
+		t.Errorf("merges of #1-#4's heads %v, want one each: the pieces are pushed at the group's steps", merged)
+	}
+	if c := h.comments(4); len(c) != 1 {
+		t.Errorf("#4's author read %q, want one sentence", c)
+	}
+}
+
 // A fork's code runs in the repository's CI once it is in a group: it
 // enters one only when someone with write permission queued it.
 func TestTrainForkNeedsAWriter(t *testing.T) {
