@@ -79,6 +79,17 @@ func drainSeeded(t testing.TB, mode, policyFile string, strict bool, seed int64)
 			culprit = drainBreaking[0][0]
 		}
 	}
+	// In a train its author reads that it breaks the base with one of
+	// those that landed since its own checks passed: the other of the
+	// pair among them.
+	other := drainBreaking[0][0] + drainBreaking[0][1] - culprit
+	if c := h.comments(culprit); strings.Contains(policyFile, "mode: train") {
+		named := len(c) == 1 && strings.Contains(c[0], "since its own checks passed") &&
+			(strings.Contains(c[0], fmt.Sprintf("#%d,", other)) || strings.Contains(c[0], fmt.Sprintf("#%d ", other)))
+		if !named {
+			t.Errorf("%s: #%d's author read %q, want #%d named", mode, culprit, c, other)
+		}
+	}
 	var want []int
 	for _, n := range ns {
 		if n != drainBad[0] && n != drainBad[1] && n != culprit {

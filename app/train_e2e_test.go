@@ -236,8 +236,11 @@ func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
 	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2}; !reflect.DeepEqual(merged, want) {
 		t.Errorf("merges of each pull request's head %v, want %v", merged, want)
 	}
-	// What #4 failed on held #2, landed by then or ahead of it.
-	if c := h.comments(4); len(c) != 1 || !strings.Contains(c[0], "passed its own checks but failed merged together with "+testBase) {
+	// What #4 failed on held #2, landed by then or ahead of it: its
+	// author reads that it breaks the base with one of those that landed
+	// since its own checks passed, #2 among them.
+	if c := h.comments(4); len(c) != 1 || !strings.Contains(c[0], "passed its own checks but failed merged together with "+testBase) ||
+		!strings.Contains(c[0], "since its own checks passed, #1, #2 and #3 landed on "+testBase+", and it breaks the base together with one of them") {
 		t.Errorf("#4's author read %q", c)
 	}
 	for _, n := range []int{1, 2, 3, 5, 6} {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // Groups returns k's train groups, by base and then in landing order.
@@ -36,10 +38,14 @@ func (s *Store) Groups(ctx context.Context, k Key) ([]Group, error) {
 // (zero when it has landed nothing there).
 func (s *Store) LandedOn(ctx context.Context, k Key, base string) (Landed, error) {
 	var l Landed
-	err := s.db.r.QueryRowContext(ctx, `SELECT tip, tested FROM train_landed WHERE tenant = ? AND repo = ? AND base = ?`,
-		k.Tenant, k.Repo, base).Scan(&l.Tip, &l.Tested)
+	var recent string
+	err := s.db.r.QueryRowContext(ctx, `SELECT tip, tested, recent FROM train_landed WHERE tenant = ? AND repo = ? AND base = ?`,
+		k.Tenant, k.Repo, base).Scan(&l.Tip, &l.Tested, &recent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Landed{}, nil
+	}
+	if err == nil {
+		err = json.Unmarshal([]byte(recent), &l.Recent)
 	}
 	if err != nil {
 		return Landed{}, fmt.Errorf("%s: read landed tip of %s: %w", k, base, err)
@@ -180,9 +186,27 @@ func (s *Store) LandGroup(ctx context.Context, l *Lease, g Group, landed Landed,
 		if _, err := tx.ExecContext(ctx, `DELETE FROM train_groups WHERE id = ? AND tenant = ? AND repo = ?`, g.ID, l.Key.Tenant, l.Key.Repo); err != nil {
 			return fmt.Errorf("%s: land train group %d: %w", l.Key, g.ID, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO train_landed (tenant, repo, base, tip, tested) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (tenant, repo, base) DO UPDATE SET tip = excluded.tip, tested = excluded.tested`,
-			l.Key.Tenant, l.Key.Repo, g.Base, landed.Tip, landed.Tested); err != nil {
+		var recent []lifecycle.LandedPR
+		var was string
+		err := tx.QueryRowContext(ctx, `SELECT recent FROM train_landed WHERE tenant = ? AND repo = ? AND base = ?`,
+			l.Key.Tenant, l.Key.Repo, g.Base).Scan(&was)
+		if err == nil {
+			err = json.Unmarshal([]byte(was), &recent)
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: land train group %d: %w", l.Key, g.ID, err)
+		}
+		for _, m := range g.PRs {
+			recent = append(recent, lifecycle.LandedPR{Number: m.Number, At: now})
+		}
+		recent = recent[max(0, len(recent)-lifecycle.RecentLanded):]
+		buf, err := json.Marshal(recent)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO train_landed (tenant, repo, base, tip, tested, recent) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (tenant, repo, base) DO UPDATE SET tip = excluded.tip, tested = excluded.tested, recent = excluded.recent`,
+			l.Key.Tenant, l.Key.Repo, g.Base, landed.Tip, landed.Tested, string(buf)); err != nil {
 			return fmt.Errorf("%s: land train group %d: %w", l.Key, g.ID, err)
 		}
 		return nil

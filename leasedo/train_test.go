@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 func TestTrainGroups(t *testing.T) {
@@ -83,7 +85,9 @@ func TestTrainGroups(t *testing.T) {
 		if a, _ := s.AuditTail(ctx, key, 1); len(a) != 1 || a[0].Action != AuditMerge || a[0].Reason != fmt.Sprintf("fast-forward, train group %d after 4m0s of CI", h.ID) {
 			t.Errorf("audit of the landing: %+v", a)
 		}
-		if landed, err := s.LandedOn(ctx, key, "main"); err != nil || landed != (Landed{Tip: "tip2", Tested: "g2"}) {
+		// It is the last the base landed, and the first of its recent.
+		if landed, err := s.LandedOn(ctx, key, "main"); err != nil || !reflect.DeepEqual(landed, Landed{Tip: "tip2", Tested: "g2",
+			Recent: []lifecycle.LandedPR{{Number: 1, At: clk.Now().UnixMilli()}}}) {
 			t.Errorf("landed = %+v %v", landed, err)
 		}
 		if got, _ := s.Groups(ctx, key); len(got) != 2 {
@@ -114,7 +118,7 @@ func TestTrainGroups(t *testing.T) {
 		if got, _ := s.Groups(ctx, key); len(got) != 0 {
 			t.Errorf("groups of a forgotten repository: %+v", got)
 		}
-		if landed, _ := s.LandedOn(ctx, key, "main"); landed != (Landed{}) {
+		if landed, _ := s.LandedOn(ctx, key, "main"); !reflect.DeepEqual(landed, Landed{}) {
 			t.Errorf("landed tip of a forgotten repository: %+v", landed)
 		}
 	})

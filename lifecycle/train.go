@@ -78,4 +78,16 @@ func (g Group) Built() bool { return g.State != GroupPlanned }
 type Landed struct {
 	Tip    string `json:"tip"`
 	Tested string `json:"tested"`
+	// Recent are the pull requests the train landed on the base lately,
+	// oldest first (at most RecentLanded).
+	Recent []LandedPR `json:"recent,omitempty"`
 }
+
+// LandedPR is a pull request a train landed, and when (epoch ms).
+type LandedPR struct {
+	Number int   `json:"n"`
+	At     int64 `json:"at"`
+}
+
+// RecentLanded is how many landed pull requests Landed.Recent keeps.
+const RecentLanded = 50

@@ -39,6 +39,11 @@ type Bounced struct {
 	// was merged onto: the base's tip with the pull requests Ahead.
 	At    string
 	Ahead []int
+	// Since (train_failure): the pull requests the train landed on the
+	// base after its own checks passed, oldest first. Its own checks did
+	// not test it with them: one of them, or one ahead, breaks the base
+	// with it.
+	Since []int
 }
 
 // Because is the clause after "because": what went wrong, in the author's
@@ -67,7 +72,14 @@ func (b Bounced) Because() string {
 	case BounceUpdateRefused:
 		return "GitHub could not update its branch from " + b.Base + inParens(detail)
 	case BounceTrainFailure:
-		return fmt.Sprintf("it passed its own checks but failed merged together with %s at %s: %s", b.onto(), lifecycle.ShortSHA(b.At), detail)
+		why := fmt.Sprintf("it passed its own checks but failed merged together with %s at %s: %s", b.onto(), lifecycle.ShortSHA(b.At), detail)
+		if len(b.Since) > 0 {
+			why += fmt.Sprintf("; since its own checks passed, %s landed on %s, and it breaks the base together with one of them", numberList(b.Since, maxSince), b.Base)
+			if len(b.Ahead) > 0 {
+				why += " or with those ahead of it"
+			}
+		}
+		return why
 	case BounceTrainConflict:
 		return fmt.Sprintf("it conflicts with %s at %s, so it must be updated on its branch", b.onto(), lifecycle.ShortSHA(b.At))
 	}
@@ -80,15 +92,31 @@ func (b Bounced) onto() string {
 	if len(b.Ahead) == 0 {
 		return b.Base
 	}
-	nums := make([]string, len(b.Ahead))
-	for i, n := range b.Ahead {
-		nums[i] = fmt.Sprintf("#%d", n)
+	return b.Base + " and the pull requests ahead of it (" + numberList(b.Ahead, 0) + ")"
+}
+
+// maxSince is how many of Bounced.Since a sentence names, the latest.
+const maxSince = 10
+
+// numberList is ns as "#1, #2 and #3"; with most > 0, the last most of
+// them, after "N earlier pull requests, ".
+func numberList(ns []int, most int) string {
+	var nums []string
+	if most > 0 && len(ns) > most {
+		earlier := fmt.Sprintf("%d earlier pull requests", len(ns)-most)
+		if len(ns)-most == 1 {
+			earlier = "1 earlier pull request"
+		}
+		nums = append(nums, earlier)
+		ns = ns[len(ns)-most:]
 	}
-	ahead := strings.Join(nums, ", ")
-	if len(nums) > 1 {
-		ahead = strings.Join(nums[:len(nums)-1], ", ") + " and " + nums[len(nums)-1]
+	for _, n := range ns {
+		nums = append(nums, fmt.Sprintf("#%d", n))
 	}
-	return b.Base + " and the pull requests ahead of it (" + ahead + ")"
+	if len(nums) == 1 {
+		return nums[0]
+	}
+	return strings.Join(nums[:len(nums)-1], ", ") + " and " + nums[len(nums)-1]
 }
 
 // inParens is GitHub's words in quotes and parentheses after a clause,

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -468,10 +469,26 @@ func failedGroup(f TrainFacts, g lifecycle.Group, why string, t Train) TrainActi
 	case g.Attempt < t.Retries:
 		return TrainAction{Kind: TrainRetry, Group: g, Reason: "failed (" + why + "); running it again"}
 	case len(g.PRs) == 1:
+		ahead := Ahead(f.Groups, g.ID)
 		return TrainAction{Kind: TrainBounce, Group: g, Culprit: g.PRs[0], Reason: why,
-			Bounced: Bounced{Kind: BounceTrainFailure, Detail: why, Base: f.Base, At: g.Parent, Ahead: Ahead(f.Groups, g.ID)}}
+			Bounced: Bounced{Kind: BounceTrainFailure, Detail: why, Base: f.Base, At: g.Parent, Ahead: ahead,
+				Since: landedSince(f, f.Entries[g.PRs[0].Number], ahead)}}
 	}
 	return TrainAction{Kind: TrainSplit, Group: g, Reason: "failed (" + why + "); testing each of its pull requests at its step to find the cause"}
+}
+
+// landedSince lists the pull requests the train landed on the base after
+// its own checks passed (after it joined, when that is unknown), those
+// ahead of it left out: they are named already.
+func landedSince(f TrainFacts, it lifecycle.Item, ahead []int) []int {
+	since := readySince(it).UnixMilli()
+	var out []int
+	for _, l := range f.Landed.Recent {
+		if l.At >= since && !slices.Contains(ahead, l.Number) && l.Number != it.PRNumber {
+			out = append(out, l.Number)
+		}
+	}
+	return out
 }
 
 // TrainMethod is the method a replay landing merges each member with:

@@ -237,6 +237,23 @@ func TestDecideTrain(t *testing.T) {
 				Bounced: rules.Bounced{Kind: rules.BounceTrainFailure, Detail: failing.Reason, Base: "main", At: "g1", Ahead: []int{4, 5}}},
 		},
 		{
+			name: "a failed group of one names what landed on the base since its own checks passed",
+			facts: func() rules.TrainFacts {
+				f := trainFacts([]lifecycle.Group{group(2, lifecycle.GroupTesting, "tip", "g2", 12)}, []lifecycle.Verdict{failing})
+				it := f.Entries[12]
+				passedAt := trainNow.Add(-30 * time.Minute).UnixMilli()
+				it.GateResultAt = &passedAt
+				f.Entries[12] = it
+				f.Landed = lifecycle.Landed{Tip: "tip", Tested: "tip", Recent: []lifecycle.LandedPR{
+					{Number: 3, At: passedAt - 1}, {Number: 9, At: passedAt + 1}, {Number: 10, At: passedAt + 2}}}
+				return f
+			},
+			p: trainPolicy(),
+			want: rules.TrainAction{Kind: rules.TrainBounce, Group: group(2, lifecycle.GroupTesting, "tip", "g2", 12), Culprit: member(12),
+				Reason:  failing.Reason,
+				Bounced: rules.Bounced{Kind: rules.BounceTrainFailure, Detail: failing.Reason, Base: "main", At: "tip", Since: []int{9, 10}}},
+		},
+		{
 			name: "a failure behind a group not yet passed waits: that group may be the cause",
 			facts: func() rules.TrainFacts {
 				return trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "g1", "g2", 2)},
@@ -519,6 +536,17 @@ func TestTrainBounceMessage(t *testing.T) {
 	want := "mergegate took this pull request out of the merge queue at cdcdcdc because it passed its own checks but failed merged together with main and the pull requests ahead of it (#4 and #5) at abababa: required check \"ci\" failed. Once that is fixed, add the `automerge` label again."
 	if got != want {
 		t.Errorf("BounceMessage:\n got  %s\n want %s", got, want)
+	}
+	// The pull requests that landed since its own checks passed: one of
+	// them breaks the base with it (the latest ten named).
+	b = rules.Bounced{Kind: rules.BounceTrainFailure, Detail: `required check "ci" failed`, Base: "main", At: strings.Repeat("ab", 20),
+		Since: []int{1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 13}}
+	got = rules.BounceMessage(b, strings.Repeat("cd", 20), "automerge")
+	want = "mergegate took this pull request out of the merge queue at cdcdcdc because it passed its own checks but failed merged together with main at abababa: " +
+		"required check \"ci\" failed; since its own checks passed, 1 earlier pull request, #2, #3, #4, #5, #7, #8, #9, #10, #11 and #13 landed on main, " +
+		"and it breaks the base together with one of them. Once that is fixed, add the `automerge` label again."
+	if got != want {
+		t.Errorf("BounceMessage with Since:\n got  %s\n want %s", got, want)
 	}
 }
 

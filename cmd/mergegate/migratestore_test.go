@@ -336,7 +336,7 @@ func TestMigrateStoreCopiesEverything(t *testing.T) {
 	sq := msOpen(t, src)
 	want := msRead(t, sq)
 	if len(want.Pending) != 3 || len(want.Failed) != 1 || len(want.Done) != 3 ||
-		len(want.Commands) != 1 || len(want.CheckRunsToEnd) == 0 || want.Landed == (leasedo.Landed{}) || len(want.Queue[msKey]) < 2 ||
+		len(want.Commands) != 1 || len(want.CheckRunsToEnd) == 0 || want.Landed.Tip == "" || len(want.Queue[msKey]) < 2 ||
 		len(want.Groups) != 1 || len(want.Freezes) != 1 || want.Policy.Content == "" || want.Leases[msOther] != "worker-2" || len(want.Bodies) < 6 ||
 		want.Discovery.State == "" || want.JobLease != "r1/worker" || want.Replicas != 1 || len(want.Tracked) != 2 {
 		t.Fatalf("the SQLite database is not filled as the test means: %+v", want)
