@@ -220,11 +220,22 @@ func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
 	h := trainHarness(t, "mode: train\nbatch_size: 4\n", fakegithub.CI{Breaking: [][2]int{{2, 4}}})
 	h.gh.AllowPush(testRepo, testBase)
 	h.openLabeled(1, 2, 3, 4, 5, 6)
-	h.runCI(60, h.queueEmpty)
+	took := h.runCI(60, h.queueEmpty)
 	h.landedOnlyTested(1, 2, 3, 5, 6)
-	// The failed group [1 2 3 4] is split into its members, pushed at
-	// their steps of its build: none is merged again. The group behind
-	// it, [5 6], waits for the culprit to be out and is built once more.
+	// CI ran on every step of the failed group [1 2 3 4]'s build, so the
+	// culprit is known when the group fails: own checks, the group, then
+	// [5 6] built again without #4.
+	if took > 3*ciLength+time.Minute {
+		t.Errorf("the drain took %s, want three CI lengths (%s): the culprit is found in the round its group failed", took, 3*ciLength)
+	}
+	// Its pieces are tested at their steps of its build, where CI ran:
+	// none is pushed nor merged again. The group behind it, [5 6], waits
+	// for the culprit to be out and is built once more.
+	for _, w := range h.gh.RefWrites() {
+		if w.Action == "create" && strings.HasPrefix(w.Branch, leasedo.BranchPrefix) && w.Branch != "mergegate/"+testBase+"/1" && w.Branch != "mergegate/"+testBase+"/2" {
+			t.Errorf("%s was pushed for a piece whose step CI had run on", w.Branch)
+		}
+	}
 	merged := map[int]int{}
 	for _, w := range h.gh.RefWrites() {
 		for n := 1; n <= 6; n++ {
@@ -296,8 +307,10 @@ func TestTrainParallelGroups(t *testing.T) {
 		t.Errorf("four pull requests in two parallel groups took %s, want about two CI lengths (%s)", took, 2*ciLength)
 	}
 	h.landedOnlyTested(1, 2, 3, 4)
-	if n := h.gh.CIRuns(testRepo); n != 4+2 {
-		t.Errorf("CI ran %d times, want 6 (four pull requests, two groups)", n)
+	// CI runs on each step of a group's build, once: not on the commit a
+	// group is built on.
+	if n := h.gh.CIRuns(testRepo); n != 4+4 {
+		t.Errorf("CI ran %d times, want 8 (four pull requests, then each one's step in its group)", n)
 	}
 }
 
@@ -476,13 +489,15 @@ func TestTrainSurvivesCrashes(t *testing.T) {
 // at: after a restart in the middle of the split they are pushed, not
 // merged again, and the culprit is the later of the pair.
 func TestTrainSplitSurvivesARestart(t *testing.T) {
-	h := trainHarness(t, "mode: train\n", fakegithub.CI{Breaking: [][2]int{{2, 4}}})
+	// CI cancels a branch's run when the branch moves on: the steps
+	// before the group's head have no result, and its pieces are pushed.
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{Breaking: [][2]int{{2, 4}}, CancelSuperseded: true})
 	h.gh.AllowPush(testRepo, testBase)
 	h.openLabeled(1, 2, 3, 4, 5)
 	h.runCI(20, func() bool {
 		split := 0
 		for _, g := range h.groups() {
-			if g.Split {
+			if g.Split && g.State == leasedo.GroupTesting {
 				split++
 			}
 		}
@@ -501,6 +516,17 @@ func TestTrainSplitSurvivesARestart(t *testing.T) {
 	}
 	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1}; !reflect.DeepEqual(merged, want) {
 		t.Errorf("merges of #1-#4's heads %v, want one each: the pieces are pushed at the group's steps", merged)
+	}
+	pushed := map[string]int{}
+	for _, w := range h.gh.RefWrites() {
+		if w.Action == "create" && strings.HasPrefix(w.Branch, leasedo.BranchPrefix) {
+			pushed[w.Branch]++
+		}
+	}
+	// Groups 1 ([1 2 3 4]) and 2 ([5], built twice), and the three pieces
+	// whose steps' runs were cancelled, once each.
+	if len(pushed) != 5 || pushed["mergegate/"+testBase+"/2"] != 2 {
+		t.Errorf("branches created %v, want the two groups' and one for each of the three pieces ahead of the failed group's head", pushed)
 	}
 	if c := h.comments(4); len(c) != 1 {
 		t.Errorf("#4's author read %q, want one sentence", c)
@@ -565,28 +591,29 @@ func TestTrainRebuildsWhenTheBaseMoves(t *testing.T) {
 	}
 }
 
-// A commit someone else pushes onto a group's build branch while mergegate
-// builds it (between its read and a merge, between two merges, after the
-// last) is never tested nor landed: the next merge's parents, or the
-// branch's tip before the push, say so; the group is
-// abandoned, the log tells the operator why, and its pull requests are
-// built again in a new group and land without the commit.
+// A commit someone else pushes onto a group's branches while mergegate
+// builds it (onto the build branch between its read and the first merge,
+// onto the group's branch between two merges, after the last) is never
+// tested nor landed: the next merge's parents, or the branch's tip after
+// the last, say so; the group is abandoned, the log tells the operator
+// why, and its pull requests are built again in a new group and land
+// without the commit.
 func TestTrainBuildBranchForeignCommit(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		push fakegithub.ForeignPush
 		why  string // what the log's reason says
 	}{
-		{"between the read and the merge", fakegithub.ForeignPush{Merge: 2, Before: true}, "made"},
-		{"between two merges", fakegithub.ForeignPush{Merge: 1}, "made"},
-		{"after the last merge", fakegithub.ForeignPush{Merge: 2}, "after its merges"},
+		{"between the read and the first merge", fakegithub.ForeignPush{Prefix: leasedo.BuildBranchPrefix, Merge: 1, Before: true}, "made"},
+		{"between two merges", fakegithub.ForeignPush{Prefix: leasedo.BranchPrefix, Merge: 1}, "made"},
+		{"after the last merge", fakegithub.ForeignPush{Prefix: leasedo.BranchPrefix, Merge: 2}, "after its merges"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := trainHarness(t, "mode: train\n", fakegithub.CI{})
 			h.gh.AllowPush(testRepo, testBase)
-			c.push.Prefix, c.push.Files = leasedo.BuildBranchPrefix, map[string]string{"evil.txt": "never reviewed\n"}
+			c.push.Files = map[string]string{"evil.txt": "never reviewed\n"}
 			h.gh.PushForeign(testRepo, c.push)
-			h.openLabeled(1, 2)
+			h.openLabeled(1, 2, 3)
 			h.runCI(30, h.queueEmpty)
 			var foreign string
 			for _, w := range h.gh.RefWrites() {
@@ -597,14 +624,20 @@ func TestTrainBuildBranchForeignCommit(t *testing.T) {
 			if foreign == "" {
 				t.Fatal("the foreign commit was never pushed")
 			}
-			h.landedOnlyTested(1, 2)
+			h.landedOnlyTested(1, 2, 3)
 			tip, _ := h.gh.BranchHead(testRepo, testBase)
 			if _, ok := h.gh.FilesOf(testRepo, tip)["evil.txt"]; ok {
 				t.Errorf("the foreign commit's file reached %s", testBase)
 			}
+			// The one merge onto it is the one that found it (its parents
+			// say so); nothing else mergegate wrote holds it.
+			onto := 0
 			for _, w := range h.gh.RefWrites() {
-				if strings.HasPrefix(w.Branch, leasedo.BranchPrefix) && w.SHA != "" && slices.Contains(h.gh.Parents(testRepo, w.SHA), foreign) {
-					t.Errorf("the foreign commit was pushed to %s for CI", w.Branch)
+				if w.SHA == "" || w.SHA == foreign || !slices.Contains(h.gh.Parents(testRepo, w.SHA), foreign) {
+					continue
+				}
+				if onto++; w.Action != "merge" || onto > 1 {
+					t.Errorf("mergegate wrote %s at %s, on the foreign commit", w.Branch, forge.ShortSHA(w.SHA))
 				}
 			}
 			log := h.logBuf.String()
@@ -642,7 +675,7 @@ func TestTrainSkipsIntermediateResults(t *testing.T) {
 // anything. (One that fails before its successor passed is split, as
 // before: its successor may fail because of it.)
 func TestTrainFailedGroupAheadLandsWithItsSuccessor(t *testing.T) {
-	h := trainHarness(t, "mode: train\nbatch_size: 2\nparallel: 2\n",
+	h := trainHarness(t, "mode: train\nbatch_size: 1\nparallel: 4\n",
 		fakegithub.CI{Flaky: []string{"mergegate/" + testBase + "/1"}, Slow: map[string]time.Duration{"mergegate/" + testBase + "/1": 2 * ciLength}})
 	h.gh.AllowPush(testRepo, testBase)
 	h.openLabeled(1, 2, 3, 4)
@@ -653,7 +686,7 @@ func TestTrainFailedGroupAheadLandsWithItsSuccessor(t *testing.T) {
 			t.Errorf("#%d was told %q", n, c)
 		}
 	}
-	if n := h.gh.CIRuns(testRepo); n != 4+2 {
-		t.Errorf("CI ran %d times, want 6 (four pull requests, two groups; no halves)", n)
+	if n := h.gh.CIRuns(testRepo); n != 4+4 {
+		t.Errorf("CI ran %d times, want 8 (four pull requests, four groups of one; nothing run again)", n)
 	}
 }

@@ -25,7 +25,10 @@ type GroupPR struct {
 
 // Group is one group of a base branch's merge train: pull requests tested
 // together on the branch Branch(), built from Parent (the base's tip, or
-// the head of the group ahead) with each member's head merged in, in order.
+// the head of the group ahead) with each member's head merged in, in
+// order; CI runs on each member's step, Head is the last. The pieces of a
+// split group are tested at their steps: a piece has a branch of its own
+// only when its step had to be pushed again.
 type Group struct {
 	ID      int64     `json:"id"`
 	Base    string    `json:"base"`
@@ -42,8 +45,10 @@ type Group struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// Branches mergegate makes: each group's branch, where CI runs, and the
-// branch it is built on, where CI must not run (each merge is a push).
+// Branches mergegate makes: each group's branch, where CI runs on every
+// merge (each member's step), and the branch each group's first merge is
+// made on, where CI must not run (it would test the commit the group is
+// built on again).
 const (
 	BranchPrefix      = "mergegate/"
 	BuildBranchPrefix = "mergegate-build/"
@@ -54,8 +59,8 @@ func (g Group) Branch() string {
 	return BranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
 }
 
-// BuildBranch is the branch the group's merges are made on before its
-// result is pushed to Branch: mergegate-build/<base>/train, one per base,
+// BuildBranch is the branch the group's first merge is made on, Branch
+// then created at its commit: mergegate-build/<base>/train, one per base,
 // reset for each build (only one group of a base builds at a time).
 func (g Group) BuildBranch() string {
 	return BuildBranchPrefix + g.Base + "/train"

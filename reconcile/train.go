@@ -79,7 +79,7 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 		if g.State != leasedo.GroupTesting {
 			continue
 		}
-		if f.Gates[i], err = s.groupGate(ctx, k, base, g.Head); err != nil {
+		if f.Gates[i], err = s.groupGate(ctx, k, base, g.Head, g.Split); err != nil {
 			return false, 0, err
 		}
 	}
@@ -226,8 +226,11 @@ func (s *Syncer) readWaiting(ctx context.Context, l *leasedo.Lease, base string,
 	return false, nil
 }
 
-// groupGate is the base's required checks on a group's head commit.
-func (s *Syncer) groupGate(ctx context.Context, k leasedo.Key, base, sha string) (forge.Verdict, error) {
+// groupGate is the base's required checks on a group's head commit. For
+// a piece of a split group (piece), tested at its step of the group's
+// build, a cancelled run is no result: the next merge's push superseded
+// it, and the piece, pushed again, waits for its new run.
+func (s *Syncer) groupGate(ctx context.Context, k leasedo.Key, base, sha string, piece bool) (forge.Verdict, error) {
 	req, err := s.rulesOf(ctx, k, base)
 	if err != nil {
 		return forge.Verdict{}, err
@@ -235,6 +238,9 @@ func (s *Syncer) groupGate(ctx context.Context, k leasedo.Key, base, sha string)
 	results, err := s.gh.CheckResults(ctx, k.Tenant, k.Repo, sha)
 	if err != nil {
 		return forge.Verdict{}, err
+	}
+	if piece {
+		results = uncancelled(results)
 	}
 	var suites []forge.CheckSuite
 	if !req.Configured || len(req.Contexts) == 0 {
@@ -299,22 +305,24 @@ func (s *Syncer) clearForks(ctx context.Context, l *leasedo.Lease, pol rules.Pol
 }
 
 // buildGroup makes g's branch from parent and merges its members' heads
-// into it, in order; then CI runs on it. A member that conflicts is
-// bounced and the group is planned again without it. A member whose
-// merge onto the same commit was made before (a split group's pieces)
-// is taken as it was: a group all of whose merges are known costs one
-// push.
+// into it, in order. The first merge is made on the base's build branch,
+// where CI does not run, and g's branch created at its commit; the
+// others are made on g's branch. Each step is then a push to a branch CI
+// watches, once: CI runs on every member's step, and a group whose head
+// fails has the results that name the culprit already (its pieces,
+// rules.TrainSplit), while no run is spent on the commit it is built on.
+// A member that conflicts is bounced and the group is planned again
+// without it. A member whose merge onto the same commit was made before
+// (a split group's pieces) is taken as it was: a piece whose step CI ran
+// on costs no write.
 func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, parent string, log zerolog.Logger) (bool, time.Duration, error) {
 	k := l.Key
 	g.State, g.Parent, g.Head, g.BuiltAt = leasedo.GroupBuilding, parent, "", 0
 	if err := s.store.SaveGroup(ctx, l, g); err != nil {
 		return false, 0, err
 	}
-	// The merges are made on a branch of their own, outside mergegate/**,
-	// and the result pushed to the group's branch once: CI runs on the
-	// commit to test, not on every merge on the way (bors' staging.tmp).
-	// One per base, reset for each build, deleted when the train is empty.
-	tmp, merging := g.BuildBranch(), false
+	tmp, branch := g.BuildBranch(), g.Branch()
+	on := "" // where the merges are made: tmp, then branch
 	head := parent
 	prs := slices.Clone(g.PRs)
 	for i, m := range prs {
@@ -322,25 +330,24 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			head = m.Merged
 			continue
 		}
-		if !merging {
+		if on == "" {
 			if err := s.resetBuildBranch(ctx, k, tmp, head); err != nil {
 				return false, 0, err
 			}
-			merging = true
+			on = tmp
 		}
-		// The build branch holds what mergegate wrote, and only that: each
+		// The branches hold what mergegate wrote, and only that: each
 		// merge's parents are the tip mergegate left and the pull
 		// request's head (a merge onto a commit someone else pushed has
 		// that commit as its first parent, so no read of the branch
-		// before each merge is needed), and the branch is read once before
-		// the group's commit is pushed. A foreign commit would be tested,
-		// then landed (a fast-forward with the App's bypass skips required
-		// reviews).
-		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, tmp, m.SHA,
+		// before each merge is needed), and the branch is read once after
+		// the last. A foreign commit would be tested, then landed (a
+		// fast-forward with the App's bypass skips required reviews).
+		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, on, m.SHA,
 			fmt.Sprintf("Merge #%d into %s (mergegate train group %d)", m.Number, f.Base, g.ID))
 		if err == nil && !res.UpToDate && !slices.Equal(res.Parents, []string{head, m.SHA}) {
 			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("merging #%d into %s made %s on %s, not on %s (the tip mergegate left) and %s (its head)",
-				m.Number, tmp, forge.ShortSHA(res.SHA), shortSHAs(res.Parents), forge.ShortSHA(head), forge.ShortSHA(m.SHA)), res.SHA, log)
+				m.Number, on, forge.ShortSHA(res.SHA), shortSHAs(res.Parents), forge.ShortSHA(head), forge.ShortSHA(m.SHA)), res.SHA, log)
 		}
 		switch {
 		case errors.Is(err, forge.ErrMergeConflict):
@@ -364,27 +371,68 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			head = res.SHA
 		}
 		prs[i].Merged = head
+		if on == tmp && !res.UpToDate && i < len(prs)-1 {
+			// The merge's parents are checked: what is on tmp now does not
+			// matter, the group's branch starts at the merge mergegate made.
+			if err := s.resetBranch(ctx, k, branch, head); err != nil {
+				return false, 0, err
+			}
+			on = branch
+		}
 	}
-	// Also what a merge GitHub answered 204 (nothing to merge) left.
-	if merging {
-		if foreign, err := s.foreignTip(ctx, k, tmp, head); err != nil || foreign != "" {
+	push := on != branch
+	switch {
+	case on != "":
+		// Also what a merge GitHub answered 204 (nothing to merge) left.
+		if foreign, err := s.foreignTip(ctx, k, on, head); err != nil || foreign != "" {
 			if err != nil {
 				return false, 0, err
 			}
 			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("%s points to %s after its merges, not to %s, which mergegate left there",
-				tmp, forge.ShortSHA(foreign), forge.ShortSHA(head)), foreign, log)
+				on, forge.ShortSHA(foreign), forge.ShortSHA(head)), foreign, log)
 		}
+	case g.Split:
+		// A piece: its step was pushed when the group it comes from was
+		// built. It is pushed again only when CI has nothing to say of it
+		// (its run cancelled by the next merge's push, or a build from
+		// before CI ran on every step).
+		ran, err := s.stepRan(ctx, k, head)
+		if err != nil {
+			return false, 0, err
+		}
+		push = !ran
 	}
-	branch := g.Branch()
-	if err := s.resetBranch(ctx, k, branch, head); err != nil {
-		return false, 0, err
+	if push {
+		if err := s.resetBranch(ctx, k, branch, head); err != nil {
+			return false, 0, err
+		}
 	}
 	g.PRs, g.State, g.Head, g.BuiltAt = prs, leasedo.GroupTesting, head, s.clock.Now().UnixMilli()
 	if err := s.store.SaveGroup(ctx, l, g); err != nil {
 		return false, 0, err
 	}
-	log.Info().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", head).Str("parent_sha", parent).Bool("merged", merging).Msg("merge train group built; its CI runs")
+	log.Info().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", head).Str("parent_sha", parent).Bool("merged", on != "").Bool("pushed", push || on == branch).Msg("merge train group built; its CI runs")
 	return true, 0, nil
+}
+
+// stepRan reports whether CI reported on sha, a step of a group's build,
+// with a run that was not cancelled (a workflow that cancels the runs a
+// newer push to the branch supersedes cancels the steps before a group's
+// head).
+func (s *Syncer) stepRan(ctx context.Context, k leasedo.Key, sha string) (bool, error) {
+	results, err := s.gh.CheckResults(ctx, k.Tenant, k.Repo, sha)
+	if err != nil {
+		return false, err
+	}
+	return len(uncancelled(results)) > 0, nil
+}
+
+// uncancelled is results without the cancelled check runs: a step's run
+// cancelled because its branch moved on says nothing of its commit.
+func uncancelled(results []forge.CheckResult) []forge.CheckResult {
+	return slices.DeleteFunc(slices.Clone(results), func(r forge.CheckResult) bool {
+		return r.Source != forge.SourceStatus && r.Status == "completed" && r.Conclusion == "cancelled"
+	})
 }
 
 // foreignTip reads branch and returns its tip when it is not want ("" when
@@ -686,12 +734,22 @@ func (s *Syncer) resetBranch(ctx context.Context, k leasedo.Key, branch, sha str
 }
 
 // deleteGroupBranch deletes g's branch (and, while it is being built, the
-// branch its merges are made on); one already gone is not an error,
+// branch its first merge is made on); one already gone is not an error,
 // nor is a refusal (a leftover branch is reset when its name is used
-// again), which is logged.
+// again), which is logged. A piece of a split group has a branch of its
+// own only when its step was pushed again: it is read first, a read
+// rather than a write.
 func (s *Syncer) deleteGroupBranch(ctx context.Context, k leasedo.Key, g leasedo.Group) error {
 	if g.State == leasedo.GroupBuilding {
 		if err := s.deleteTrainBranch(ctx, k, g.BuildBranch()); err != nil {
+			return err
+		}
+	}
+	if g.Split {
+		switch _, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, g.Branch()); {
+		case errors.Is(err, forge.ErrNotFound):
+			return nil
+		case err != nil:
 			return err
 		}
 	}

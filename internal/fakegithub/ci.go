@@ -52,6 +52,12 @@ type CI struct {
 	// CI, and the same Seed plays the same drain again.
 	Jitter time.Duration
 	Seed   int64
+	// CancelSuperseded cancels a run still in progress on a branch when
+	// the branch moves to another commit, as GitHub Actions does with
+	// `concurrency: {group: ${{ github.ref }}, cancel-in-progress: true}`:
+	// the run concludes cancelled, and the commit gets a new run when it
+	// is pushed again (each push is a workflow run).
+	CancelSuperseded bool
 }
 
 // ciState is a repository's simulated CI. Guarded by Server.mu.
@@ -66,6 +72,7 @@ type ciState struct {
 // ciRun is one simulated run.
 type ciRun struct {
 	run        *checkRun
+	branch     string // where it was pushed
 	due        time.Time
 	conclusion string
 	done       bool // completed (by a read or CompleteDueChecks)
@@ -161,6 +168,9 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	if ci == nil || !ci.cfg.watches(branch, pr != nil) {
 		return
 	}
+	if ci.cfg.CancelSuperseded {
+		s.cancelSuperseded(rp, branch, sha)
+	}
 	if ci.shas[sha] {
 		return
 	}
@@ -179,9 +189,22 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	cr := &checkRun{ID: s.newID(), HeadSHA: sha, Name: ci.cfg.Name, Status: "in_progress",
 		AppID: CIAppID, AppSlug: "github-actions", StartedAt: s.now()}
 	rp.checkRuns = append(rp.checkRuns, cr)
-	r := &ciRun{run: cr, due: now.Add(ci.duration(branch)), conclusion: conclusion}
+	r := &ciRun{run: cr, branch: branch, due: now.Add(ci.duration(branch)), conclusion: conclusion}
 	ci.runs = append(ci.runs, r)
 	s.ciPending = append(s.ciPending, r)
+}
+
+// cancelSuperseded cancels the runs in progress on branch for a commit
+// other than sha (CI.CancelSuperseded): each completes now, cancelled,
+// and its commit may be run again. Called with s.mu held.
+func (s *Server) cancelSuperseded(rp *repo, branch, sha string) {
+	now := s.clock().UTC()
+	for _, r := range s.ciPending {
+		if r.branch == branch && r.run.HeadSHA != sha && now.Before(r.due) && slices.Contains(rp.ci.runs, r) {
+			r.due, r.conclusion = now, "cancelled"
+			delete(rp.ci.shas, r.run.HeadSHA)
+		}
+	}
 }
 
 // settleCI completes every run that is due. Called with s.mu held, on

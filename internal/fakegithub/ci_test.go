@@ -261,3 +261,50 @@ func withoutSlug(v any) {
 		}
 	}
 }
+
+// CancelSuperseded: a merge onto a branch whose previous commit's run is
+// still in progress cancels that run, as a workflow with a concurrency
+// group per ref and cancel-in-progress does; the cancelled commit pushed
+// again (to another branch) is run again, and its latest run is the one
+// that counts.
+func TestSimulatedCICancelSuperseded(t *testing.T) {
+	s, c, clk := newGitServer(t)
+	s.SimulateCI("octo/r", fakegithub.CI{Duration: 10 * time.Minute, CancelSuperseded: true})
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	s.AddPR("octo/r", fakegithub.PR{Number: 2, HeadSHA: "h2"})
+	clk.Add(10 * time.Minute)
+	tok := "token " + c.token
+	main, _ := s.BranchHead("octo/r", "main")
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/1", "sha": main}, nil)
+	var steps []string
+	for _, h := range []string{"h1", "h2"} {
+		if st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": "mergegate/main/1", "head": h}, nil); st != 201 {
+			t.Fatalf("merge %s: %d %v", h, st, v)
+		}
+		tip, _ := s.BranchHead("octo/r", "mergegate/main/1")
+		steps = append(steps, tip)
+	}
+	runsOf := func(sha string) []string {
+		_, v := c.get("repos/octo/r/commits/" + sha + "/check-runs?filter=all")
+		var out []string
+		for _, r := range v.(map[string]any)["check_runs"].([]any) {
+			out = append(out, str(r, "status")+" "+str(r, "conclusion"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := runsOf(steps[0]); !slices.Equal(got, []string{"completed cancelled"}) {
+		t.Errorf("the first merge's runs after the second merge: %v, want it cancelled", got)
+	}
+	if got := runsOf(steps[1]); !slices.Equal(got, []string{"in_progress "}) {
+		t.Errorf("the branch's tip: %v, want in progress", got)
+	}
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/2", "sha": steps[0]}, nil)
+	clk.Add(10 * time.Minute)
+	if got := runsOf(steps[0]); !slices.Equal(got, []string{"completed cancelled", "completed success"}) {
+		t.Errorf("the first merge pushed again: %v, want its cancelled run and a new one that passed", got)
+	}
+	if st, con := ciRun(t, c, steps[1]); st != "completed" || con != "success" {
+		t.Errorf("the tip: %s %s", st, con)
+	}
+}
