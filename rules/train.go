@@ -304,7 +304,7 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 	}
 	idle := TrainAction{Kind: TrainWait}
 	if counted(f.Groups) < t.Parallel && len(f.Ready) > 0 {
-		ready, _ := mayGroup(f, t.BatchWait)
+		ready, _ := mayGroup(f, t)
 		if len(ready) > 0 {
 			n := min(t.BatchSize, len(ready))
 			prs := make([]lifecycle.GroupPR, n)
@@ -314,6 +314,9 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			return TrainAction{Kind: TrainPlan, PRs: prs, Reason: "pull requests ready"}
 		}
 		idle.Reason = fmt.Sprintf("waiting for %s ahead in the queue to finish its checks", numbersOf([]int{f.Pending[0].PRNumber}))
+		if !queueBefore(f.Pending[0], f.Ready[0]) {
+			idle.Reason = fmt.Sprintf("waiting for %s to finish its checks: it would join the group", numbersOf([]int{f.Pending[0].PRNumber}))
+		}
 	}
 	if p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == lifecycle.GroupPassed {
 		idle.Reason = p.FrozenReason()
@@ -329,7 +332,7 @@ func BatchWaitUntil(f TrainFacts, p Policy) time.Time {
 	if !p.InTrain() || counted(f.Groups) >= t.Parallel {
 		return time.Time{}
 	}
-	ready, after := mayGroup(f, t.BatchWait)
+	ready, after := mayGroup(f, t)
 	if len(ready) > 0 || after <= 0 {
 		return time.Time{}
 	}
@@ -350,10 +353,14 @@ func counted(groups []lifecycle.Group) int {
 
 // mayGroup returns the ready entries a new group may take, in queue
 // order: a ready entry behind an entry still running its own checks
-// waits for it until wait has passed since it became ready, and the
-// ready entries ahead of one that may go go with it. With none, after is
-// when the first of them may go.
-func mayGroup(f TrainFacts, wait time.Duration) (ready []lifecycle.Item, after time.Duration) {
+// waits for it until t.BatchWait has passed since it became ready, and
+// the ready entries ahead of one that may go go with it. A group short
+// of t.BatchSize waits as long, from when the first of them became
+// ready, while entries still run their own checks: those that finish in
+// time fill it, instead of taking another group's room. With none, after
+// is when the first of them may go.
+func mayGroup(f TrainFacts, t Train) (ready []lifecycle.Item, after time.Duration) {
+	wait := t.BatchWait
 	if wait < 0 || len(f.Pending) == 0 {
 		return f.Ready, 0
 	}
@@ -370,10 +377,21 @@ func mayGroup(f TrainFacts, wait time.Duration) (ready []lifecycle.Item, after t
 			after = d
 		}
 	}
-	if cut > 0 {
-		after = 0
+	if cut == 0 {
+		return nil, after
 	}
-	return f.Ready[:cut], after
+	if cut < t.BatchSize {
+		first := readySince(f.Ready[0])
+		for _, r := range f.Ready[1:cut] {
+			if since := readySince(r); since.Before(first) {
+				first = since
+			}
+		}
+		if due := first.Add(wait); f.Now.Before(due) {
+			return nil, due.Sub(f.Now)
+		}
+	}
+	return f.Ready[:cut], 0
 }
 
 // queueBefore reports whether a is ahead of b in the queue: a higher

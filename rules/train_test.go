@@ -578,6 +578,9 @@ func TestDecideTrainBatchWait(t *testing.T) {
 	wait := func(after time.Duration) rules.TrainAction {
 		return rules.TrainAction{Kind: rules.TrainWait, Reason: "waiting for #9 ahead in the queue to finish its checks (" + after.String() + ")"}
 	}
+	fill := func(after time.Duration) rules.TrainAction {
+		return rules.TrainAction{Kind: rules.TrainWait, Reason: "waiting for #9 to finish its checks: it would join the group (" + after.String() + ")"}
+	}
 	noWait := func(p *rules.Policy) { p.Train.BatchWait = rules.NoBatchWait }
 	short := func(p *rules.Policy) { p.Train.BatchWait = 30 * time.Second }
 	five := func(p *rules.Policy) { p.Train.BatchWait = 5 * time.Minute }
@@ -606,10 +609,11 @@ func TestDecideTrainBatchWait(t *testing.T) {
 			want:  plan(12),
 		},
 		{
-			name:  "ready entries ahead of the one still testing go at once; those behind it wait",
-			facts: facts(map[int]time.Duration{3: time.Minute, 12: time.Minute, 13: time.Minute}, []int{3, 12, 13}, 9),
-			p:     trainPolicy(five),
-			want:  plan(3),
+			name: "ready entries ahead of the one still testing go at once; those behind it wait",
+			facts: facts(map[int]time.Duration{1: time.Minute, 2: time.Minute, 3: time.Minute, 4: time.Minute, 12: time.Minute, 13: time.Minute},
+				[]int{1, 2, 3, 4, 12, 13}, 9),
+			p:    trainPolicy(five),
+			want: plan(1, 2, 3, 4),
 		},
 		{
 			name: "an entry that may go takes the ready ones ahead of it along, in queue order",
@@ -637,10 +641,28 @@ func TestDecideTrainBatchWait(t *testing.T) {
 			want:  plan(12),
 		},
 		{
-			name:  "nobody still testing ahead: no wait",
-			facts: facts(map[int]time.Duration{3: 0, 4: 0}, []int{3, 4}, 9),
+			name:  "nothing still testing: a group short of batch_size goes at once",
+			facts: facts(map[int]time.Duration{3: 0, 4: 0}, []int{3, 4}),
 			p:     trainPolicy(),
 			want:  plan(3, 4),
+		},
+		{
+			name:  "a group short of batch_size waits for one still testing behind it, from when its first became ready",
+			facts: facts(map[int]time.Duration{3: 3 * time.Minute, 4: 0}, []int{3, 4}, 9),
+			p:     trainPolicy(five),
+			want:  fill(2 * time.Minute),
+		},
+		{
+			name:  "once batch_wait passed since its first became ready, it goes short",
+			facts: facts(map[int]time.Duration{3: 5 * time.Minute, 4: 0}, []int{3, 4}, 9),
+			p:     trainPolicy(five),
+			want:  plan(3, 4),
+		},
+		{
+			name:  "a full group does not wait for those behind it",
+			facts: facts(map[int]time.Duration{1: 0, 2: 0, 3: 0, 4: 0}, []int{1, 2, 3, 4}, 9),
+			p:     trainPolicy(),
+			want:  plan(1, 2, 3, 4),
 		},
 		{
 			name: "a higher priority still testing is ahead of an earlier arrival",
