@@ -125,7 +125,8 @@ func TestTrainDrainsFasterThanSerialStrict(t *testing.T) {
 // order (three seeds, each printed). Only tested commits land, every good
 // pull request merges once, the bad ones and the later of the pair (#12,
 // even where it was ready before #9: groups follow the queue) are taken
-// out; the default train stays under a third of serial strict time.
+// out; the default train drains in at most a quarter of serial strict
+// time.
 func TestTrainDrainJittered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the drain benchmark runs 40 pull requests per seed")
@@ -137,8 +138,8 @@ func TestTrainDrainJittered(t *testing.T) {
 		if defaults.culprit != drainBreaking[0][1] {
 			t.Errorf("seed %d: #%d of the pair was taken out, want #%d, the later in the queue", seed, defaults.culprit, drainBreaking[0][1])
 		}
-		if defaults.ciLengths >= serial.ciLengths/3 {
-			t.Errorf("seed %d: the default train took %.2f CI lengths, serial strict %.2f: want under a third", seed, defaults.ciLengths, serial.ciLengths)
+		if defaults.ciLengths > serial.ciLengths/4 {
+			t.Errorf("seed %d: the default train took %.2f CI lengths, serial strict %.2f: want at most a quarter", seed, defaults.ciLengths, serial.ciLengths)
 		}
 	}
 }

@@ -90,6 +90,14 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 	}
 	switch a.Kind {
 	case rules.TrainWait:
+		if n := pol.Train.WithDefaults().BatchSize - len(f.Ready); n > 0 && len(f.Pending) > 0 && len(f.Ready) > 0 {
+			// A group short of batch_size waits for entries still
+			// running their own checks: read as many as would fill it
+			// now (checks finish about together, their deliveries one by
+			// one).
+			changed, err := s.readWaiting(ctx, l, base, items, handled, n)
+			return changed, 0, err
+		}
 		return false, 0, nil
 
 	case rules.TrainDisband:

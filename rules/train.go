@@ -37,7 +37,8 @@ type Train struct {
 	Landing   string // LandFastForward or LandReplay
 	// BatchWait is how long a ready entry waits for an entry ahead of it
 	// in the queue that still runs its own checks before a group is
-	// built without it (0: DefaultBatchWait; NoBatchWait: not at all).
+	// built without it, and a group short of BatchSize for entries that
+	// would fill it (0: DefaultBatchWait; NoBatchWait: not at all).
 	BatchWait time.Duration
 }
 
@@ -209,7 +210,9 @@ type TrainAction struct {
 //     still runs its own checks waits for it until BatchWait has passed
 //     since it became ready; the ready entries ahead of one that may go
 //     go with it (groups follow the queue, not the order entries became
-//     ready in).
+//     ready in). A group short of BatchSize waits as long, from when its
+//     first member became ready, while entries still run their own
+//     checks: it is filled rather than taking another group's room.
 func DecideTrain(f TrainFacts, p Policy) TrainAction {
 	t := p.Train.WithDefaults()
 	if !p.InTrain() {
