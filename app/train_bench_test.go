@@ -27,10 +27,9 @@ var (
 	drainBad      = []int{6, 15}
 	drainBreaking = [][2]int{{9, 12}}
 	drainMerged   = 20 - 3 // every one but the two bad ones and the second of the pair
-	// The trains of the benchmark: the defaults, and docs/trains.md's
-	// fastest, each pull request tested with those ahead of it (as
-	// GitHub's merge queue does), twenty at once: a failure is found in
-	// the round it happens.
+	// The trains of the benchmark: the defaults, and groups of one,
+	// twenty at once, each pull request tested with those ahead of it as
+	// GitHub's merge queue builds them.
 	drainTrainDefaults = "mode: train\n"
 	drainTrainWide     = "mode: train\nbatch_size: 1\nparallel: 20\n"
 )

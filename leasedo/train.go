@@ -127,7 +127,7 @@ func saveGroup(ctx context.Context, tx *wtx, k Key, g Group) error {
 // (a restart finds either g or its pieces), and returns the pieces ahead
 // of g. g keeps its last member, its branch, state and result (the last
 // step of its build is its head), now built on the step before; the
-// others are planned ahead of it, each to be pushed at its own step
+// others are planned ahead of it, each to be tested at its own step
 // (GroupPR.Onto, Merged). A g that is planned has every piece built.
 // g keeps its attempts: its last piece is not run again.
 func (s *Store) SplitGroup(ctx context.Context, l *Lease, g Group) ([]Group, error) {

@@ -15,7 +15,7 @@ const (
 // passed its own gate. Once the group is built, Onto is the commit its
 // head was merged onto and Merged the merge's result: a group built
 // again on Onto takes Merged instead of merging again (the pieces of a
-// split group are pushed, not built).
+// split group are tested at their steps, not built).
 type GroupPR struct {
 	Number int    `json:"n"`
 	SHA    string `json:"sha"`

@@ -143,10 +143,10 @@ const (
 	TrainRetry
 	// TrainSplit replaces Group, which failed, by a group of one per
 	// member, in order, each tested at its own step of Group's build
-	// (pushed, not built again; the last keeps Group's branch and
-	// result): the first of them that fails, every one ahead passed, is
-	// the culprit, found in one round. The groups behind are built again
-	// once it is out.
+	// (where CI ran as it was built: not built nor pushed again; the last
+	// keeps Group's branch and result): the first of them that fails,
+	// every one ahead passed, is the culprit, found in the round Group
+	// failed in. The groups behind are built again once it is out.
 	TrainSplit
 	// TrainBounce takes Culprit out: a group of one failed. The groups
 	// behind it are built again.
