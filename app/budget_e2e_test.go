@@ -79,9 +79,9 @@ func (h *harness) everyRunConcluded() {
 // serial mode (its run created, its title changed once its checks passed,
 // concluded, the merge; and the branch's update on a strict base), at 8
 // queued as at 64; the fake's secondary limits never answer. A train (its
-// run created and concluded, its share of its group's merges, push,
-// branch deletion and the base's fast-forward) costs no more than serial
-// mode on a strict base, which it replaces.
+// run created and concluded, its merge onto the train branch, and its
+// share of the base's fast-forwards and of the train branch's creation
+// and deletion) costs no more than serial mode (issue 32).
 func TestWritesPerMergedPRDoNotGrowWithTheQueue(t *testing.T) {
 	sizes := []int{8, 64}
 	if testing.Short() {
@@ -89,7 +89,7 @@ func TestWritesPerMergedPRDoNotGrowWithTheQueue(t *testing.T) {
 	}
 	var runs []writesRun
 	for _, n := range sizes {
-		var serialStrict float64
+		var serial float64
 		for _, strict := range []bool{false, true} {
 			mode := "serial"
 			if strict {
@@ -103,12 +103,14 @@ func TestWritesPerMergedPRDoNotGrowWithTheQueue(t *testing.T) {
 			if r.limited != 0 || r.peakMinute > fakegithub.SecondaryWritesPerMinute {
 				t.Errorf("%s, %d queued: %d secondary-limit answers, at most %d writes in a minute; want none and at most GitHub's 80", mode, n, r.limited, r.peakMinute)
 			}
-			serialStrict = r.perMerged()
+			if !strict {
+				serial = r.perMerged()
+			}
 		}
 		r := drainWrites(t, "train, the defaults", n, drainTrainDefaults, false)
 		runs = append(runs, r)
-		if r.perMerged() > serialStrict {
-			t.Errorf("train, %d queued: %d writes for %d merged, %.2f each; want at most serial strict's %.2f", n, r.writes, r.merged, r.perMerged(), serialStrict)
+		if r.perMerged() > serial {
+			t.Errorf("train, %d queued: %d writes for %d merged, %.2f each; want at most serial mode's %.2f", n, r.writes, r.merged, r.perMerged(), serial)
 		}
 	}
 	t.Log("\n" + writesTable(runs...))

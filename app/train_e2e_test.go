@@ -230,9 +230,10 @@ func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
 	}
 	// Its pieces are tested at their steps of its build, where CI ran:
 	// none is pushed nor merged again. The group behind it, [5 6], waits
-	// for the culprit to be out and is built once more.
+	// for the culprit to be out and is built once more. Every group is
+	// built on the train branch: it is the one branch created.
 	for _, w := range h.gh.RefWrites() {
-		if w.Action == "create" && strings.HasPrefix(w.Branch, leasedo.BranchPrefix) && w.Branch != "mergegate/"+testBase+"/1" && w.Branch != "mergegate/"+testBase+"/2" {
+		if w.Action == "create" && strings.HasPrefix(w.Branch, leasedo.BranchPrefix) && w.Branch != "mergegate/"+testBase+"/train" {
 			t.Errorf("%s was pushed for a piece whose step CI had run on", w.Branch)
 		}
 	}
@@ -523,13 +524,57 @@ func TestTrainSplitSurvivesARestart(t *testing.T) {
 			pushed[w.Branch]++
 		}
 	}
-	// Groups 1 ([1 2 3 4]) and 2 ([5], built twice), and the three pieces
-	// whose steps' runs were cancelled, once each.
-	if len(pushed) != 5 || pushed["mergegate/"+testBase+"/2"] != 2 {
-		t.Errorf("branches created %v, want the two groups' and one for each of the three pieces ahead of the failed group's head", pushed)
+	// The train branch; group 1 ([1 2 3 4]), whose head's run there was
+	// cancelled when group 2 ([5]) was merged behind it; and the three
+	// pieces whose steps' runs were cancelled: once each.
+	want := map[string]int{"mergegate/" + testBase + "/train": 1, "mergegate/" + testBase + "/1": 1}
+	for _, g := range h.gh.RefWrites() {
+		if id, ok := strings.CutPrefix(g.Branch, "mergegate/"+testBase+"/"); ok && g.Action == "create" && id != "train" && id != "1" {
+			want[g.Branch] = 1
+		}
+	}
+	if len(pushed) != 5 || !reflect.DeepEqual(pushed, want) {
+		t.Errorf("branches created %v, want the train branch, group 1's own (its run cancelled by the next push) and one for each of the three pieces ahead of the failed group's head", pushed)
 	}
 	if c := h.comments(4); len(c) != 1 {
 		t.Errorf("#4's author read %q, want one sentence", c)
+	}
+}
+
+// CI that cancels the run a newer push to the branch supersedes cancels a
+// group's head on the train branch when the next group is merged behind
+// it: the head is pushed to a branch of its own and run again, once, and
+// nothing waits for check_timeout. Here the second group fails (#5 and #6
+// break the base together), so the first lands on its own second run,
+// not on the second group's pass.
+func TestTrainCancelledHeadIsRunAgain(t *testing.T) {
+	h := trainHarness(t, "mode: train\nbatch_size: 4\nparallel: 2\n", fakegithub.CI{Breaking: [][2]int{{5, 6}}, CancelSuperseded: true})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4, 5, 6, 7)
+	took := h.runCI(40, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 3, 4, 5, 7)
+	created := map[string]int{}
+	for _, w := range h.gh.RefWrites() {
+		if w.Action == "create" && strings.HasPrefix(w.Branch, leasedo.BranchPrefix) {
+			created[w.Branch]++
+		}
+	}
+	if created["mergegate/"+testBase+"/1"] != 1 {
+		t.Errorf("branches created %v, want group 1's own once: its head's run on the train branch was cancelled", created)
+	}
+	if history := h.gh.BaseHistory(testRepo, testBase); len(history) < 2 {
+		t.Errorf("the base moved %d times", len(history)-1)
+	} else if first := h.gh.Contains(testRepo, history[1]); !slices.Equal(first, []int{1, 2, 3, 4}) {
+		t.Errorf("the base moved first to a commit holding %v, want group 1's head [1 2 3 4], landed on its own run", first)
+	}
+	if took > 4*ciLength+time.Minute {
+		t.Errorf("the drain took %s, want at most four CI lengths: nothing waits for check_timeout", took)
+	}
+	if !strings.Contains(h.logBuf.String(), "merge train group pushed to a branch of its own, for CI to run on its head") {
+		t.Error("the log does not say why group 1 was pushed again")
+	}
+	if c := h.comments(6); len(c) != 1 {
+		t.Errorf("#6's author read %q, want one sentence", c)
 	}
 }
 
@@ -650,11 +695,12 @@ func TestTrainBuildBranchForeignCommit(t *testing.T) {
 }
 
 // Skip intermediate results: the second group, built on the first, passes
-// while the first's CI still runs (it is slower): both land at once at the
+// while the first's CI still runs (its head, #2's step, is slower): both
+// land at once at the
 // second's commit, one move of the base, without waiting for the first.
 func TestTrainSkipsIntermediateResults(t *testing.T) {
 	h := trainHarness(t, "mode: train\nbatch_size: 2\nparallel: 2\n",
-		fakegithub.CI{Slow: map[string]time.Duration{"mergegate/" + testBase + "/1": 3 * ciLength}})
+		fakegithub.CI{Slow: map[string]time.Duration{"#2": 3 * ciLength}})
 	h.gh.AllowPush(testRepo, testBase)
 	h.openLabeled(1, 2, 3, 4)
 	took := h.runCI(20, h.queueEmpty)
@@ -676,7 +722,7 @@ func TestTrainSkipsIntermediateResults(t *testing.T) {
 // before: its successor may fail because of it.)
 func TestTrainFailedGroupAheadLandsWithItsSuccessor(t *testing.T) {
 	h := trainHarness(t, "mode: train\nbatch_size: 1\nparallel: 4\n",
-		fakegithub.CI{Flaky: []string{"mergegate/" + testBase + "/1"}, Slow: map[string]time.Duration{"mergegate/" + testBase + "/1": 2 * ciLength}})
+		fakegithub.CI{Flaky: []string{"#1"}, Slow: map[string]time.Duration{"#1": 2 * ciLength}})
 	h.gh.AllowPush(testRepo, testBase)
 	h.openLabeled(1, 2, 3, 4)
 	h.runCI(20, h.queueEmpty)

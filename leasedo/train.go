@@ -13,7 +13,7 @@ import (
 
 // Groups returns k's train groups, by base and then in landing order.
 func (s *Store) Groups(ctx context.Context, k Key) ([]Group, error) {
-	rows, err := s.db.r.QueryContext(ctx, `SELECT id, base, seq, state, prs, parent_sha, head_sha, attempt, split, built_at, reason
+	rows, err := s.db.r.QueryContext(ctx, `SELECT id, base, seq, state, prs, parent_sha, head_sha, attempt, split, own, built_at, reason
 		FROM train_groups WHERE tenant = ? AND repo = ? ORDER BY base, seq, id`, k.Tenant, k.Repo)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read train groups: %w", k, err)
@@ -23,7 +23,7 @@ func (s *Store) Groups(ctx context.Context, k Key) ([]Group, error) {
 	for rows.Next() {
 		var g Group
 		var prs string
-		if err := rows.Scan(&g.ID, &g.Base, &g.Seq, &g.State, &prs, &g.Parent, &g.Head, &g.Attempt, &g.Split, &g.BuiltAt, &g.Reason); err != nil {
+		if err := rows.Scan(&g.ID, &g.Base, &g.Seq, &g.State, &prs, &g.Parent, &g.Head, &g.Attempt, &g.Split, &g.Own, &g.BuiltAt, &g.Reason); err != nil {
 			return nil, fmt.Errorf("%s: read train groups: %w", k, err)
 		}
 		if err := json.Unmarshal([]byte(prs), &g.PRs); err != nil {
@@ -111,9 +111,9 @@ func saveGroup(ctx context.Context, tx *wtx, k Key, g Group) error {
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE train_groups SET state = ?, prs = ?, parent_sha = ?, head_sha = ?, attempt = ?, split = ?, built_at = ?, reason = ?
+	res, err := tx.ExecContext(ctx, `UPDATE train_groups SET state = ?, prs = ?, parent_sha = ?, head_sha = ?, attempt = ?, split = ?, own = ?, built_at = ?, reason = ?
 		WHERE id = ? AND tenant = ? AND repo = ?`,
-		g.State, string(prs), g.Parent, g.Head, g.Attempt, g.Split, g.BuiltAt, g.Reason, g.ID, k.Tenant, k.Repo)
+		g.State, string(prs), g.Parent, g.Head, g.Attempt, g.Split, g.Own, g.BuiltAt, g.Reason, g.ID, k.Tenant, k.Repo)
 	if err != nil {
 		return fmt.Errorf("%s: save train group %d: %w", k, g.ID, err)
 	}

@@ -32,7 +32,7 @@ func TestTrainGroups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if first[0].Branch() != "mergegate/main/1" || second[0].Seq <= first[0].Seq {
+		if first[0].OwnBranch() != "mergegate/main/1" || first[0].Branch() != "mergegate/main/train" || second[0].Seq <= first[0].Seq {
 			t.Fatalf("groups %+v %+v: want branch mergegate/main/1 and the second behind the first", first[0], second[0])
 		}
 

@@ -24,11 +24,12 @@ type GroupPR struct {
 }
 
 // Group is one group of a base branch's merge train: pull requests tested
-// together on the branch Branch(), built from Parent (the base's tip, or
-// the head of the group ahead) with each member's head merged in, in
-// order; CI runs on each member's step, Head is the last. The pieces of a
-// split group are tested at their steps: a piece has a branch of its own
-// only when its step had to be pushed again.
+// together, built from Parent (the base's tip, or the head of the group
+// ahead) with each member's head merged in, in order, on the base's train
+// branch, where the groups ahead of it were built; CI runs on each
+// member's step, Head is the last. The pieces of a split group are tested
+// at their steps. A group has a branch of its own (Own) only when its
+// head had to be pushed again for CI to run on it.
 type Group struct {
 	ID      int64     `json:"id"`
 	Base    string    `json:"base"`
@@ -39,29 +40,52 @@ type Group struct {
 	Head    string    `json:"headSha,omitempty"`
 	Attempt int       `json:"attempt,omitempty"`
 	Split   bool      `json:"split,omitempty"`
+	// Own: Head was pushed to OwnBranch, because CI had nothing to say
+	// of it on the train branch (its run there cancelled by the next
+	// push, or never started).
+	Own bool `json:"own,omitempty"`
 	// BuiltAt is when CI started on Head (epoch ms): check_timeout counts
 	// from it.
 	BuiltAt int64  `json:"builtAt,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 }
 
-// Branches mergegate makes: each group's branch, where CI runs on every
-// merge (each member's step), and the branch each group's first merge is
-// made on, where CI must not run (it would test the commit the group is
-// built on again).
+// Branches mergegate makes: a base's train branch, where CI runs on every
+// merge (each member's step), a group's own branch when its head is
+// pushed again, and the branch a train's first merge is made on, where CI
+// must not run (it would test the commit the train is built on again).
 const (
 	BranchPrefix      = "mergegate/"
 	BuildBranchPrefix = "mergegate-build/"
 )
 
-// Branch is the group's branch: mergegate/<base>/<id>.
+// Branch is where the group's head was pushed: its own branch, or the
+// base's train branch.
 func (g Group) Branch() string {
+	if g.Own {
+		return g.OwnBranch()
+	}
+	return g.TrainBranch()
+}
+
+// TrainBranch is the base's train branch, mergegate/<base>/train: every
+// group of the base is merged onto it, each on the one ahead, so that a
+// group built on the head of the group ahead costs its merges and nothing
+// else. It is reset (through BuildBranch) when the train is built again
+// on another commit, and deleted when the train is empty.
+func (g Group) TrainBranch() string {
+	return BranchPrefix + g.Base + "/train"
+}
+
+// OwnBranch is the group's own branch, mergegate/<base>/<id>.
+func (g Group) OwnBranch() string {
 	return BranchPrefix + g.Base + "/" + strconv.FormatInt(g.ID, 10)
 }
 
-// BuildBranch is the branch the group's first merge is made on, Branch
-// then created at its commit: mergegate-build/<base>/train, one per base,
-// reset for each build (only one group of a base builds at a time).
+// BuildBranch is the branch a train's first merge is made on, when the
+// train branch does not end where the group is built: the train branch is
+// then set to that merge's commit. mergegate-build/<base>/train, one per
+// base (only one group of a base builds at a time).
 func (g Group) BuildBranch() string {
 	return BuildBranchPrefix + g.Base + "/train"
 }
@@ -75,7 +99,7 @@ func (g Group) Numbers() []int {
 	return out
 }
 
-// Built reports whether the group has a branch (building or later).
+// Built reports whether the group is built (building or later).
 func (g Group) Built() bool { return g.State != GroupPlanned }
 
 // Landed is what mergegate left on a base after its last landing: the

@@ -346,3 +346,29 @@ func TestUpgradeKeepsRowsAndIDs(t *testing.T) {
 		t.Fatalf("new event id = %d %v, want 12", id, err)
 	}
 }
+
+// 0013: a train group an earlier mergegate built has its head on a branch
+// of its own (mergegate/<base>/<id>), which is deleted with it; a planned
+// one will be built on the train branch.
+func TestUpgradeGivesBuiltGroupsTheirOwnBranch(t *testing.T) {
+	ctx := context.Background()
+	db := rawDB(t, filepath.Join(t.TempDir(), "v12.db"))
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := migrations.ApplySet(ctx, db, all[:12]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO train_groups (id, tenant, repo, base, seq, state, prs, head_sha, created_at)
+		VALUES (1, '1', 'o/r', 'main', 1, 'testing', '[]', 'abc', 0), (2, '1', 'o/r', 'main', 2, 'planned', '[]', '', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if from, to, err := migrations.Apply(ctx, db); err != nil || from != 12 || to != migrations.Latest() {
+		t.Fatalf("Apply = %d→%d %v", from, to, err)
+	}
+	var got string
+	if err := db.QueryRow(`SELECT group_concat(id || ':' || own, ' ') FROM train_groups`).Scan(&got); err != nil || got != "1:1 2:0" {
+		t.Errorf("groups' own = %q (%v), want the built one's 1 and the planned one's 0", got, err)
+	}
+}

@@ -79,8 +79,17 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 		if g.State != leasedo.GroupTesting {
 			continue
 		}
-		if f.Gates[i], err = s.groupGate(ctx, k, base, g.Head, g.Split); err != nil {
+		var cancelled bool
+		if f.Gates[i], cancelled, err = s.groupGate(ctx, k, base, g.Head); err != nil {
 			return false, 0, err
+		}
+		if cancelled && !g.Own {
+			// CI cancelled the head's run when the next group's merge
+			// moved the train branch on: pushed to a branch of its own,
+			// the head is run again (once).
+			if f.Groups[i], err = s.pushOwn(ctx, l, g, "its run on "+g.TrainBranch()+" was cancelled"); err != nil {
+				return false, 0, err
+			}
 		}
 	}
 	a := rules.DecideTrain(f, pol)
@@ -234,29 +243,41 @@ func (s *Syncer) readWaiting(ctx context.Context, l *leasedo.Lease, base string,
 	return false, nil
 }
 
-// groupGate is the base's required checks on a group's head commit. For
-// a piece of a split group (piece), tested at its step of the group's
-// build, a cancelled run is no result: the next merge's push superseded
-// it, and the piece, pushed again, waits for its new run.
-func (s *Syncer) groupGate(ctx context.Context, k leasedo.Key, base, sha string, piece bool) (forge.Verdict, error) {
+// groupGate is the base's required checks on a group's head commit. A
+// cancelled run is no result: a CI that cancels the run a newer push to
+// the branch supersedes cancels the steps of the train branch behind its
+// tip. cancelled reports that every run on sha was cancelled: CI has
+// nothing to say of it unless it is pushed again.
+func (s *Syncer) groupGate(ctx context.Context, k leasedo.Key, base, sha string) (v forge.Verdict, cancelled bool, err error) {
 	req, err := s.rulesOf(ctx, k, base)
 	if err != nil {
-		return forge.Verdict{}, err
+		return forge.Verdict{}, false, err
 	}
-	results, err := s.gh.CheckResults(ctx, k.Tenant, k.Repo, sha)
+	all, err := s.gh.CheckResults(ctx, k.Tenant, k.Repo, sha)
 	if err != nil {
-		return forge.Verdict{}, err
+		return forge.Verdict{}, false, err
 	}
-	if piece {
-		results = uncancelled(results)
-	}
+	results := uncancelled(all)
 	var suites []forge.CheckSuite
 	if !req.Configured || len(req.Contexts) == 0 {
 		if suites, err = s.gh.CheckSuites(ctx, k.Tenant, k.Repo, sha); err != nil {
-			return forge.Verdict{}, err
+			return forge.Verdict{}, false, err
 		}
 	}
-	return forge.EvaluateGate(req, results, suites), nil
+	return forge.EvaluateGate(req, results, suites), len(all) > 0 && len(results) == 0, nil
+}
+
+// pushOwn pushes g's head to its own branch (why: what CI lacks on the
+// train branch) and returns g, stored with its branch before the push:
+// CI runs on the head again, and check_timeout counts from now.
+func (s *Syncer) pushOwn(ctx context.Context, l *leasedo.Lease, g leasedo.Group, why string) (leasedo.Group, error) {
+	g.Own, g.BuiltAt = true, s.clock.Now().UnixMilli()
+	if err := s.store.SaveGroup(ctx, l, g); err != nil {
+		return g, err
+	}
+	s.log.Info().Str("tenant", l.Key.Tenant).Str("repo", l.Key.Repo).Str("base", g.Base).Int64("group", g.ID).Ints("prs", g.Numbers()).
+		Str("branch", g.OwnBranch()).Str("sha", g.Head).Str("reason", why).Msg("merge train group pushed to a branch of its own, for CI to run on its head")
+	return g, s.resetBranch(ctx, l.Key, g.OwnBranch(), g.Head)
 }
 
 // clearForks keeps the members that may run in the repository's CI: a
@@ -312,25 +333,29 @@ func (s *Syncer) clearForks(ctx context.Context, l *leasedo.Lease, pol rules.Pol
 	return out, changed, nil
 }
 
-// buildGroup makes g's branch from parent and merges its members' heads
-// into it, in order. The first merge is made on the base's build branch,
-// where CI does not run, and g's branch created at its commit; the
-// others are made on g's branch. Each step is then a push to a branch CI
-// watches, once: CI runs on every member's step, and a group whose head
-// fails has the results that name the culprit already (its pieces,
-// rules.TrainSplit), while no run is spent on the commit it is built on.
-// A member that conflicts is bounced and the group is planned again
-// without it. A member whose merge onto the same commit was made before
-// (a split group's pieces) is taken as it was: a piece whose step CI ran
-// on costs no write.
+// buildGroup merges g's members' heads onto parent, in order, on the
+// base's train branch. When the train branch ends at parent (the head of
+// the group ahead, or the commit the last group landed), the merges are
+// made on it: each is one push to a branch CI watches, and costs that
+// write only. Otherwise the first merge is made on the base's build
+// branch, where CI does not run, and the train branch set to its commit:
+// no run is spent on the commit the group is built on. CI runs on every
+// member's step, so a group whose head fails has the results that name
+// the culprit already (its pieces, rules.TrainSplit). A member that
+// conflicts is bounced and the group is planned again without it. A
+// member whose merge onto the same commit was made before (a split
+// group's pieces) is taken as it was: a head made of such merges is
+// pushed again, to the group's own branch, only when CI has nothing to
+// say of it.
 func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, parent string, log zerolog.Logger) (bool, time.Duration, error) {
 	k := l.Key
 	g.State, g.Parent, g.Head, g.BuiltAt = leasedo.GroupBuilding, parent, "", 0
 	if err := s.store.SaveGroup(ctx, l, g); err != nil {
 		return false, 0, err
 	}
-	tmp, branch := g.BuildBranch(), g.Branch()
-	on := "" // where the merges are made: tmp, then branch
+	tmp, train := g.BuildBranch(), g.TrainBranch()
+	on := ""           // where the merges are made: train, or tmp then train
+	trainMade := false // the train branch exists (read by buildOn)
 	head := parent
 	prs := slices.Clone(g.PRs)
 	for i, m := range prs {
@@ -339,10 +364,10 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			continue
 		}
 		if on == "" {
-			if err := s.resetBuildBranch(ctx, k, tmp, head); err != nil {
+			var err error
+			if on, trainMade, err = s.buildOn(ctx, k, tmp, train, head); err != nil {
 				return false, 0, err
 			}
-			on = tmp
 		}
 		// The branches hold what mergegate wrote, and only that: each
 		// merge's parents are the tip mergegate left and the pull
@@ -381,14 +406,15 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 		prs[i].Merged = head
 		if on == tmp && !res.UpToDate && i < len(prs)-1 {
 			// The merge's parents are checked: what is on tmp now does not
-			// matter, the group's branch starts at the merge mergegate made.
-			if err := s.resetBranch(ctx, k, branch, head); err != nil {
+			// matter, the train branch goes on from the merge mergegate
+			// made.
+			if err := s.setBranch(ctx, k, train, head, trainMade); err != nil {
 				return false, 0, err
 			}
-			on = branch
+			on = train
 		}
 	}
-	push := on != branch
+	push := ""
 	switch {
 	case on != "":
 		// Also what a merge GitHub answered 204 (nothing to merge) left.
@@ -399,28 +425,51 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("%s points to %s after its merges, not to %s, which mergegate left there",
 				on, forge.ShortSHA(foreign), forge.ShortSHA(head)), foreign, log)
 		}
-	case g.Split:
-		// A piece: its step was pushed when the group it comes from was
-		// built. It is pushed again only when CI has nothing to say of it
+		if on == tmp {
+			push = train
+		}
+	default:
+		// Its steps were pushed when the group it comes from was built.
+		// It is pushed again only when CI has nothing to say of its head
 		// (its run cancelled by the next merge's push, or a build from
 		// before CI ran on every step).
 		ran, err := s.stepRan(ctx, k, head)
 		if err != nil {
 			return false, 0, err
 		}
-		push = !ran
+		if !ran {
+			g.Own, push = true, g.OwnBranch()
+		}
 	}
-	if push {
-		if err := s.resetBranch(ctx, k, branch, head); err != nil {
+	g.PRs, g.Head = prs, head
+	if push != "" {
+		if err := s.store.SaveGroup(ctx, l, g); err != nil { // its branch, before the push
+			return false, 0, err
+		}
+		if err := s.setBranch(ctx, k, push, head, push == train && trainMade); err != nil {
 			return false, 0, err
 		}
 	}
-	g.PRs, g.State, g.Head, g.BuiltAt = prs, leasedo.GroupTesting, head, s.clock.Now().UnixMilli()
+	g.State, g.BuiltAt = leasedo.GroupTesting, s.clock.Now().UnixMilli()
 	if err := s.store.SaveGroup(ctx, l, g); err != nil {
 		return false, 0, err
 	}
-	log.Info().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", head).Str("parent_sha", parent).Bool("merged", on != "").Bool("pushed", push || on == branch).Msg("merge train group built; its CI runs")
+	log.Info().Ints("prs", g.Numbers()).Str("branch", g.Branch()).Str("sha", head).Str("parent_sha", parent).Bool("merged", on != "").Bool("pushed", push != "" || on == train).Msg("merge train group built; its CI runs")
 	return true, 0, nil
+}
+
+// buildOn is where a build on head makes its first merge: the train
+// branch when it ends at head, else the build branch, set to head. made
+// reports whether the train branch exists.
+func (s *Syncer) buildOn(ctx context.Context, k leasedo.Key, tmp, train, head string) (on string, made bool, err error) {
+	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, train)
+	switch {
+	case err == nil && tip == head:
+		return train, true, nil
+	case err != nil && !errors.Is(err, forge.ErrNotFound):
+		return "", false, err
+	}
+	return tmp, err == nil, s.resetBuildBranch(ctx, k, tmp, head)
 }
 
 // stepRan reports whether CI reported on sha, a step of a group's build,
@@ -670,15 +719,15 @@ func (s *Syncer) stopTrain(ctx context.Context, l *leasedo.Lease, g leasedo.Grou
 	return err
 }
 
-// replan sends a built group back to planned (its branch deleted): it is
-// built again, on what is ahead of it then.
+// replan sends a built group back to planned (its own branch deleted):
+// it is built again, on what is ahead of it then.
 func (s *Syncer) replan(ctx context.Context, l *leasedo.Lease, g leasedo.Group, reason string) error {
 	if g.Built() {
 		if err := s.deleteGroupBranch(ctx, l.Key, g); err != nil {
 			return err
 		}
 	}
-	g.State, g.Parent, g.Head, g.BuiltAt, g.Reason = leasedo.GroupPlanned, "", "", 0, reason
+	g.State, g.Parent, g.Head, g.BuiltAt, g.Reason, g.Own = leasedo.GroupPlanned, "", "", 0, reason, false
 	return s.store.SaveGroup(ctx, l, g)
 }
 
@@ -731,9 +780,21 @@ func (s *Syncer) resetBuildBranch(ctx context.Context, k leasedo.Key, branch, sh
 // resetBranch points branch at sha, creating it; one left by a build a
 // restart interrupted is mergegate's own to reset.
 func (s *Syncer) resetBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
+	return s.setBranch(ctx, k, branch, sha, false)
+}
+
+// setBranch points branch at sha: a forced update when it exists (made,
+// as read), else created; either falls back to the other when the branch
+// is not as read.
+func (s *Syncer) setBranch(ctx context.Context, k leasedo.Key, branch, sha string, made bool) error {
 	// A build, not a landing: the reset's PATCH is the class of the
 	// build's other writes, not the base's fast-forward.
 	ctx = forge.WithWriteClass(ctx, forge.ClassUnblock)
+	if made {
+		if err := s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true); !errors.Is(err, forge.ErrRefMissing) {
+			return err
+		}
+	}
 	err := s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
 	if errors.Is(err, forge.ErrRefExists) {
 		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
@@ -741,27 +802,15 @@ func (s *Syncer) resetBranch(ctx context.Context, k leasedo.Key, branch, sha str
 	return err
 }
 
-// deleteGroupBranch deletes g's branch (and, while it is being built, the
-// branch its first merge is made on); one already gone is not an error,
-// nor is a refusal (a leftover branch is reset when its name is used
-// again), which is logged. A piece of a split group has a branch of its
-// own only when its step was pushed again: it is read first, a read
-// rather than a write.
+// deleteGroupBranch deletes g's own branch, when it has one; one already
+// gone is not an error, nor is a refusal (a leftover branch is reset when
+// its name is used again), which is logged. The train branch and the
+// build branch are the train's: deleted when it is empty (emptied).
 func (s *Syncer) deleteGroupBranch(ctx context.Context, k leasedo.Key, g leasedo.Group) error {
-	if g.State == leasedo.GroupBuilding {
-		if err := s.deleteTrainBranch(ctx, k, g.BuildBranch()); err != nil {
-			return err
-		}
+	if !g.Own {
+		return nil
 	}
-	if g.Split {
-		switch _, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, g.Branch()); {
-		case errors.Is(err, forge.ErrNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-	}
-	return s.deleteTrainBranch(ctx, k, g.Branch())
+	return s.deleteTrainBranch(ctx, k, g.OwnBranch())
 }
 
 func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch string) error {
@@ -782,11 +831,14 @@ func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch st
 	return nil
 }
 
-// emptied deletes the base's build branch when the action that removed
-// gone groups left its train with none (the next build creates it).
+// emptied deletes the base's train branch and build branch when the
+// action that removed gone groups left its train with none (the next
+// build creates them).
 func (s *Syncer) emptied(ctx context.Context, k leasedo.Key, f rules.TrainFacts, gone int) {
 	if len(f.Groups) <= gone {
-		s.deleteBranchQuietly(ctx, k, leasedo.Group{Base: f.Base}.BuildBranch())
+		g := leasedo.Group{Base: f.Base}
+		s.deleteBranchQuietly(ctx, k, g.TrainBranch())
+		s.deleteBranchQuietly(ctx, k, g.BuildBranch())
 	}
 }
 

@@ -39,11 +39,13 @@ type CI struct {
 	// matched against a pull request's head branch too. Default: every
 	// pull request's head and "mergegate/**".
 	Branches []string
-	// Slow gives the runs on some branches (patterns as Branches) their
-	// own duration instead of Duration: a group's CI that takes longer.
+	// Slow gives some runs their own duration instead of Duration: those
+	// on branches matching a pattern (as Branches), or, for a pattern
+	// "#N", the run of the merge of pull request N's head (its step of a
+	// merge train's build): a group's CI that takes longer.
 	Slow map[string]time.Duration
-	// Flaky are branches (patterns as Branches) whose first run fails
-	// whatever it holds, once per pattern: a flaky test.
+	// Flaky are patterns (as Slow's) whose first run fails whatever it
+	// holds, once per pattern: a flaky test.
 	Flaky []string
 	// Jitter makes each run take Duration (or its Slow duration) plus or
 	// minus up to Jitter, drawn from Seed; the deliveries of runs that
@@ -122,11 +124,30 @@ func matchBranch(patterns []string, branch string) bool {
 	return false
 }
 
-// duration is how long a run on branch takes.
-func (ci *ciState) duration(branch string) time.Duration {
+// matchRun: a run of sha pushed to branch matches pattern, as CI.Slow's.
+func (rp *repo) matchRun(pattern, branch, sha string) bool {
+	n, ok := strings.CutPrefix(pattern, "#")
+	if !ok {
+		return matchBranch([]string{pattern}, branch)
+	}
+	c := rp.git.commits[sha]
+	if c == nil || len(c.parents) != 2 {
+		return false
+	}
+	for num, pr := range rp.prs {
+		if strconv.Itoa(num) == n && pr.HeadSHA == c.parents[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// ciDuration is how long a run of sha on branch takes.
+func (rp *repo) ciDuration(branch, sha string) time.Duration {
+	ci := rp.ci
 	d := ci.cfg.Duration
 	for _, p := range slices.Sorted(maps.Keys(ci.cfg.Slow)) {
-		if matchBranch([]string{p}, branch) {
+		if rp.matchRun(p, branch, sha) {
 			d = ci.cfg.Slow[p]
 			break
 		}
@@ -180,7 +201,7 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 		conclusion = "failure"
 	}
 	for _, p := range ci.cfg.Flaky {
-		if !ci.shot[p] && matchBranch([]string{p}, branch) {
+		if !ci.shot[p] && rp.matchRun(p, branch, sha) {
 			ci.shot[p], conclusion = true, "failure"
 			break
 		}
@@ -189,7 +210,7 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	cr := &checkRun{ID: s.newID(), HeadSHA: sha, Name: ci.cfg.Name, Status: "in_progress",
 		AppID: CIAppID, AppSlug: "github-actions", StartedAt: s.now()}
 	rp.checkRuns = append(rp.checkRuns, cr)
-	r := &ciRun{run: cr, branch: branch, due: now.Add(ci.duration(branch)), conclusion: conclusion}
+	r := &ciRun{run: cr, branch: branch, due: now.Add(rp.ciDuration(branch, sha)), conclusion: conclusion}
 	ci.runs = append(ci.runs, r)
 	s.ciPending = append(s.ciPending, r)
 }

@@ -308,3 +308,46 @@ func TestSimulatedCICancelSuperseded(t *testing.T) {
 		t.Errorf("the tip: %s %s", st, con)
 	}
 }
+
+// A "#N" pattern in Slow and Flaky picks the run of the merge of pull
+// request N's head (its step of a train's build), whatever the branch:
+// here #2's step is slow and fails once; #1's step and the heads are as
+// the others.
+func TestSimulatedCIStepPatterns(t *testing.T) {
+	s, c, clk := newGitServer(t)
+	s.SimulateCI("octo/r", fakegithub.CI{Duration: 10 * time.Minute, Slow: map[string]time.Duration{"#2": 30 * time.Minute}, Flaky: []string{"#2"}})
+	for n := 1; n <= 2; n++ {
+		s.AddPR("octo/r", fakegithub.PR{Number: n, HeadSHA: fmt.Sprintf("h%d", n)})
+	}
+	tok := "token " + c.token
+	main, _ := s.BranchHead("octo/r", "main")
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate-build/main/train", "sha": main}, nil)
+	var steps []string
+	for i, h := range []string{"h1", "h2"} {
+		branch := "mergegate-build/main/train"
+		if i > 0 {
+			branch = "mergegate/main/train"
+		}
+		st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": branch, "head": h}, nil)
+		if st != 201 {
+			t.Fatalf("merge %s: %d %v", h, st, v)
+		}
+		steps = append(steps, str(v, "sha"))
+		if i == 0 {
+			c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/train", "sha": steps[0]}, nil)
+		}
+	}
+	clk.Add(10 * time.Minute)
+	for sha, want := range map[string]string{"h1": "success", "h2": "success", steps[0]: "success"} {
+		if st, con := ciRun(t, c, sha); st != "completed" || con != want {
+			t.Errorf("%s after 10m: %s %s, want completed %s", sha, st, con, want)
+		}
+	}
+	if st, _ := ciRun(t, c, steps[1]); st != "in_progress" {
+		t.Errorf("#2's step after 10m: %s, want in_progress (it takes 30m)", st)
+	}
+	clk.Add(20 * time.Minute)
+	if st, con := ciRun(t, c, steps[1]); st != "completed" || con != "failure" {
+		t.Errorf("#2's step after 30m: %s %s, want completed failure (flaky, once)", st, con)
+	}
+}
