@@ -379,7 +379,7 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 		res, err := s.gh.MergeBranch(ctx, k.Tenant, k.Repo, on, m.SHA,
 			fmt.Sprintf("Merge #%d into %s (mergegate train group %d)", m.Number, f.Base, g.ID))
 		if err == nil && !res.UpToDate && !slices.Equal(res.Parents, []string{head, m.SHA}) {
-			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("merging #%d into %s made %s on %s, not on %s (the tip mergegate left) and %s (its head)",
+			return true, 0, s.abandonBuild(ctx, l, f, g, on, fmt.Sprintf("merging #%d into %s made %s on %s, not on %s (the tip mergegate left) and %s (its head)",
 				m.Number, on, forge.ShortSHA(res.SHA), shortSHAs(res.Parents), forge.ShortSHA(head), forge.ShortSHA(m.SHA)), res.SHA, log)
 		}
 		switch {
@@ -422,7 +422,7 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			if err != nil {
 				return false, 0, err
 			}
-			return true, 0, s.abandonBuild(ctx, l, f, g, fmt.Sprintf("%s points to %s after its merges, not to %s, which mergegate left there",
+			return true, 0, s.abandonBuild(ctx, l, f, g, on, fmt.Sprintf("%s points to %s after its merges, not to %s, which mergegate left there",
 				on, forge.ShortSHA(foreign), forge.ShortSHA(head)), foreign, log)
 		}
 		if on == tmp {
@@ -502,13 +502,13 @@ func (s *Syncer) foreignTip(ctx context.Context, k leasedo.Key, branch, want str
 	return tip, nil
 }
 
-// abandonBuild gives up g's build: its build branch holds a commit
-// mergegate did not make (why, sha). The group and its branches go, and
-// its members are planned again in a new group, built on a new branch;
-// nothing of the old one is tested or landed. The operator is told to
-// protect mergegate's branches.
-func (s *Syncer) abandonBuild(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, why, sha string, log zerolog.Logger) error {
-	log.Error().Ints("prs", g.Numbers()).Str("branch", g.BuildBranch()).Str("sha", sha).Str("reason", why).
+// abandonBuild gives up g's build: branch, where it was being built,
+// holds a commit mergegate did not make (why, sha). The group goes, and
+// its members are planned again in a new group, built again from its
+// parent (the train branch is reset then); nothing of the old one is
+// tested or landed. The operator is told to protect mergegate's branches.
+func (s *Syncer) abandonBuild(ctx context.Context, l *leasedo.Lease, f rules.TrainFacts, g leasedo.Group, branch, why, sha string, log zerolog.Logger) error {
+	log.Error().Ints("prs", g.Numbers()).Str("branch", branch).Str("sha", sha).Str("reason", why).
 		Msg("merge train group abandoned: its build branch holds a commit mergegate did not make; its pull requests are built again in a new group " +
 			"(operator: let only the App push to mergegate*/** with a ruleset, docs/trains.md)")
 	if err := s.dropGroup(ctx, l, g); err != nil {
