@@ -83,6 +83,8 @@ func (h *harness) everyRunConcluded() {
 // share of the base's fast-forwards and of the train branch's creation
 // and deletion) costs no more than serial mode (issue 32).
 func TestWritesPerMergedPRDoNotGrowWithTheQueue(t *testing.T) {
+	// Long simulations: beside each other, after the package's other tests.
+	t.Parallel()
 	sizes := []int{8, 64}
 	if testing.Short() {
 		sizes = []int{8}
@@ -127,6 +129,8 @@ func TestDrainsWithinGitHubsSecondaryLimits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 300 pull requests through the fake GitHub")
 	}
+	// Long simulations: beside each other, after the package's other tests.
+	t.Parallel()
 	r := drainWrites(t, "serial", 100, "mode: serial\n", false)
 	t.Log("\n" + writesTable(r))
 	if r.limited != 0 || r.peakMinute > fakegithub.SecondaryWritesPerMinute || r.peakHour > fakegithub.SecondaryWritesPerHour {

@@ -108,6 +108,8 @@ func TestTrainDrainsFasterThanSerialStrict(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the drain benchmark runs 60 pull requests through three queues")
 	}
+	// Long simulations: beside each other, after the package's other tests.
+	t.Parallel()
 	serial := drain(t, "serial, strict base", "mode: serial\n", true)
 	defaults := drain(t, "train, the defaults (batch_size 4, parallel 4)", drainTrainDefaults, false)
 	wide := drain(t, "train, batch_size 1, parallel 20", drainTrainWide, false)
@@ -130,6 +132,8 @@ func TestTrainDrainJittered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the drain benchmark runs 40 pull requests per seed")
 	}
+	// Long simulations: beside each other, after the package's other tests.
+	t.Parallel()
 	for _, seed := range drainSeeds[:3] {
 		serial := drainSeeded(t, "serial, strict base", "mode: serial\n", true, seed)
 		defaults := drainSeeded(t, "train, the defaults (batch_size 4, parallel 4)", drainTrainDefaults, false, seed)
