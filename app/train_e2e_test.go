@@ -578,6 +578,30 @@ func TestTrainCancelledHeadIsRunAgain(t *testing.T) {
 	}
 }
 
+// GitHub Actions with a concurrency group per branch (and no
+// cancel-in-progress) runs the train branch's runs one at a time and
+// cancels a waiting run when a newer push joins the group: most steps are
+// cancelled and the groups test one after another. The train still lands
+// only tested commits and takes out only the later of a breaking pair:
+// heads and pieces whose runs were cancelled are pushed to branches of
+// their own (other groups); and nothing waits for check_timeout.
+func TestTrainCIGroupedPerBranch(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{Breaking: [][2]int{{2, 7}}, GroupPerBranch: true})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	took := h.runCI(80, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 3, 4, 5, 6, 8, 9, 10)
+	if c := h.comments(7); len(c) != 1 {
+		t.Errorf("#7's author read %q, want one sentence", c)
+	}
+	// Own checks, the first group's head, then the heads and pieces run
+	// again on their own branches, then what is behind the culprit; not
+	// check_timeout (an hour).
+	if took > 6*ciLength {
+		t.Errorf("the drain took %s, want at most six CI lengths (%s)", took, 6*ciLength)
+	}
+}
+
 // A fork's code runs in the repository's CI once it is in a group: it
 // enters one only when someone with write permission queued it.
 func TestTrainForkNeedsAWriter(t *testing.T) {

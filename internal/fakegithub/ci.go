@@ -60,6 +60,13 @@ type CI struct {
 	// the run concludes cancelled, and the commit gets a new run when it
 	// is pushed again (each push is a workflow run).
 	CancelSuperseded bool
+	// GroupPerBranch runs a branch's runs one at a time, as GitHub
+	// Actions does with `concurrency: {group: ${{ github.ref }}}` (and
+	// no cancel-in-progress): a run pushed while another runs on the
+	// branch waits, queued; a newer push cancels the waiting one (it
+	// concludes cancelled, and its commit may be run again); the waiting
+	// run starts when the running one completes.
+	GroupPerBranch bool
 }
 
 // ciState is a repository's simulated CI. Guarded by Server.mu.
@@ -73,10 +80,12 @@ type ciState struct {
 
 // ciRun is one simulated run.
 type ciRun struct {
+	repo       *repo
 	run        *checkRun
 	branch     string // where it was pushed
 	due        time.Time
 	conclusion string
+	waiting    bool // queued behind the run on its branch (CI.GroupPerBranch): no due yet
 	done       bool // completed (by a read or CompleteDueChecks)
 	notified   bool // its deliveries went out (CompleteDueChecks)
 }
@@ -195,6 +204,21 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	if ci.shas[sha] {
 		return
 	}
+	busy := false // another run is in progress on branch (CI.GroupPerBranch)
+	if ci.cfg.GroupPerBranch {
+		now := s.clock().UTC()
+		for _, r := range s.ciPending {
+			switch {
+			case r.repo != rp || r.branch != branch:
+			case r.waiting:
+				// Replaced by the newer push: concluded cancelled now.
+				r.waiting, r.due, r.conclusion = false, now, "cancelled"
+				delete(ci.shas, r.run.HeadSHA)
+			case now.Before(r.due):
+				busy = true
+			}
+		}
+	}
 	ci.shas[sha] = true
 	conclusion := "success"
 	if ci.cfg.fails(rp.git.prsOf(sha)) {
@@ -210,7 +234,12 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	cr := &checkRun{ID: s.newID(), HeadSHA: sha, Name: ci.cfg.Name, Status: "in_progress",
 		AppID: CIAppID, AppSlug: "github-actions", StartedAt: s.now()}
 	rp.checkRuns = append(rp.checkRuns, cr)
-	r := &ciRun{run: cr, branch: branch, due: now.Add(rp.ciDuration(branch, sha)), conclusion: conclusion}
+	r := &ciRun{repo: rp, run: cr, branch: branch, conclusion: conclusion}
+	if busy {
+		cr.Status, r.waiting = "queued", true
+	} else {
+		r.due = now.Add(rp.ciDuration(branch, sha))
+	}
 	ci.runs = append(ci.runs, r)
 	s.ciPending = append(s.ciPending, r)
 }
@@ -221,8 +250,8 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 func (s *Server) cancelSuperseded(rp *repo, branch, sha string) {
 	now := s.clock().UTC()
 	for _, r := range s.ciPending {
-		if r.branch == branch && r.run.HeadSHA != sha && now.Before(r.due) && slices.Contains(rp.ci.runs, r) {
-			r.due, r.conclusion = now, "cancelled"
+		if r.branch == branch && r.run.HeadSHA != sha && (r.waiting || now.Before(r.due)) && r.repo == rp {
+			r.waiting, r.due, r.conclusion = false, now, "cancelled"
 			delete(rp.ci.shas, r.run.HeadSHA)
 		}
 	}
@@ -231,21 +260,35 @@ func (s *Server) cancelSuperseded(rp *repo, branch, sha string) {
 // settleCI completes every run that is due. Called with s.mu held, on
 // every request: it looks at the runs in progress only.
 func (s *Server) settleCI() {
-	if len(s.ciPending) == 0 {
-		return
-	}
 	now := s.clock().UTC()
-	kept := s.ciPending[:0]
-	for _, r := range s.ciPending {
-		if now.Before(r.due) {
-			kept = append(kept, r)
-			continue
+	for {
+		// The earliest run due: completing it may start the one waiting
+		// behind it on its branch, which may be due by now too.
+		i := -1
+		for j, r := range s.ciPending {
+			if !r.waiting && !now.Before(r.due) && (i < 0 || r.due.Before(s.ciPending[i].due)) {
+				i = j
+			}
 		}
+		if i < 0 {
+			return
+		}
+		r := s.ciPending[i]
+		s.ciPending = slices.Delete(s.ciPending, i, i+1)
+		ran := r.run.Status == "in_progress" // not one cancelled while it waited
 		r.done = true
 		r.run.Status, r.run.Conclusion, r.run.CompletedAt = "completed", r.conclusion, r.due.Truncate(time.Second)
+		for _, w := range s.ciPending {
+			if !ran {
+				break
+			}
+			if w.waiting && w.repo == r.repo && w.branch == r.branch {
+				w.waiting, w.due = false, r.due.Add(r.repo.ciDuration(w.branch, w.run.HeadSHA))
+				w.run.Status, w.run.StartedAt = "in_progress", r.due.UTC().Truncate(time.Second)
+				break
+			}
+		}
 	}
-	clear(s.ciPending[len(kept):])
-	s.ciPending = kept
 }
 
 // CompleteDueChecks completes every simulated run that is due on the
@@ -304,7 +347,7 @@ func (s *Server) NextCIDue() (time.Time, bool) {
 	defer s.mu.Unlock()
 	var next time.Time
 	for _, r := range s.ciPending {
-		if next.IsZero() || r.due.Before(next) {
+		if !r.waiting && (next.IsZero() || r.due.Before(next)) {
 			next = r.due
 		}
 	}

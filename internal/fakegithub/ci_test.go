@@ -351,3 +351,58 @@ func TestSimulatedCIStepPatterns(t *testing.T) {
 		t.Errorf("#2's step after 30m: %s %s, want completed failure (flaky, once)", st, con)
 	}
 }
+
+// GroupPerBranch: a branch's runs go one at a time; a push while one runs
+// waits, queued, and a newer push cancels the waiting one. Here three
+// merges onto one branch: the first runs, the second is replaced by the
+// third, which starts when the first completes.
+func TestSimulatedCIGroupPerBranch(t *testing.T) {
+	s, c, clk := newGitServer(t)
+	s.SimulateCI("octo/r", fakegithub.CI{Duration: 10 * time.Minute, GroupPerBranch: true})
+	for n := 1; n <= 3; n++ {
+		s.AddPR("octo/r", fakegithub.PR{Number: n, HeadSHA: fmt.Sprintf("h%d", n)})
+	}
+	clk.Add(10 * time.Minute) // the heads' own runs, each on its own branch, beside each other
+	for _, h := range []string{"h1", "h2", "h3"} {
+		if st, con := ciRun(t, c, h); st != "completed" || con != "success" {
+			t.Fatalf("%s: %s %s: heads run beside each other", h, st, con)
+		}
+	}
+	tok := "token " + c.token
+	main, _ := s.BranchHead("octo/r", "main")
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate-build/main/train", "sha": main}, nil)
+	var steps []string
+	for i, h := range []string{"h1", "h2", "h3"} {
+		branch := "mergegate/main/train"
+		if i == 0 {
+			branch = "mergegate-build/main/train"
+		}
+		st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": branch, "head": h}, nil)
+		if st != 201 {
+			t.Fatalf("merge %s: %d %v", h, st, v)
+		}
+		steps = append(steps, str(v, "sha"))
+		if i == 0 {
+			c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/train", "sha": steps[0]}, nil)
+		}
+	}
+	for i, want := range []string{"in_progress ", "completed cancelled", "queued "} {
+		if st, con := ciRun(t, c, steps[i]); st+" "+con != want {
+			t.Errorf("step %d at once: %s %s, want %s", i+1, st, con, want)
+		}
+	}
+	if due, ok := s.NextCIDue(); !ok || !due.Equal(clk.Now().Add(10*time.Minute)) {
+		t.Errorf("NextCIDue = %v %v, want the first step's end", due, ok)
+	}
+	clk.Add(10 * time.Minute)
+	if st, con := ciRun(t, c, steps[0]); st != "completed" || con != "success" {
+		t.Errorf("step 1 after 10m: %s %s", st, con)
+	}
+	if st, _ := ciRun(t, c, steps[2]); st != "in_progress" {
+		t.Errorf("step 3 after 10m: %s, want in_progress: it starts when step 1 ends", st)
+	}
+	clk.Add(10 * time.Minute)
+	if st, con := ciRun(t, c, steps[2]); st != "completed" || con != "success" {
+		t.Errorf("step 3 after 20m: %s %s", st, con)
+	}
+}
