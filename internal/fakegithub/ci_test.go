@@ -319,24 +319,7 @@ func TestSimulatedCIStepPatterns(t *testing.T) {
 	for n := 1; n <= 2; n++ {
 		s.AddPR("octo/r", fakegithub.PR{Number: n, HeadSHA: fmt.Sprintf("h%d", n)})
 	}
-	tok := "token " + c.token
-	main, _ := s.BranchHead("octo/r", "main")
-	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate-build/main/train", "sha": main}, nil)
-	var steps []string
-	for i, h := range []string{"h1", "h2"} {
-		branch := "mergegate-build/main/train"
-		if i > 0 {
-			branch = "mergegate/main/train"
-		}
-		st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": branch, "head": h}, nil)
-		if st != 201 {
-			t.Fatalf("merge %s: %d %v", h, st, v)
-		}
-		steps = append(steps, str(v, "sha"))
-		if i == 0 {
-			c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/train", "sha": steps[0]}, nil)
-		}
-	}
+	steps := buildTrain(t, s, c, "h1", "h2")
 	clk.Add(10 * time.Minute)
 	for sha, want := range map[string]string{"h1": "success", "h2": "success", steps[0]: "success"} {
 		if st, con := ciRun(t, c, sha); st != "completed" || con != want {
@@ -368,24 +351,7 @@ func TestSimulatedCIGroupPerBranch(t *testing.T) {
 			t.Fatalf("%s: %s %s: heads run beside each other", h, st, con)
 		}
 	}
-	tok := "token " + c.token
-	main, _ := s.BranchHead("octo/r", "main")
-	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate-build/main/train", "sha": main}, nil)
-	var steps []string
-	for i, h := range []string{"h1", "h2", "h3"} {
-		branch := "mergegate/main/train"
-		if i == 0 {
-			branch = "mergegate-build/main/train"
-		}
-		st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": branch, "head": h}, nil)
-		if st != 201 {
-			t.Fatalf("merge %s: %d %v", h, st, v)
-		}
-		steps = append(steps, str(v, "sha"))
-		if i == 0 {
-			c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/train", "sha": steps[0]}, nil)
-		}
-	}
+	steps := buildTrain(t, s, c, "h1", "h2", "h3")
 	for i, want := range []string{"in_progress ", "completed cancelled", "queued "} {
 		if st, con := ciRun(t, c, steps[i]); st+" "+con != want {
 			t.Errorf("step %d at once: %s %s, want %s", i+1, st, con, want)
@@ -405,4 +371,30 @@ func TestSimulatedCIGroupPerBranch(t *testing.T) {
 	if st, con := ciRun(t, c, steps[2]); st != "completed" || con != "success" {
 		t.Errorf("step 3 after 20m: %s %s", st, con)
 	}
+}
+
+// buildTrain merges heads onto main as mergegate builds a train: the
+// first on mergegate-build/main/train, mergegate/main/train created at
+// it, the others onto mergegate/main/train. It returns each step's sha.
+func buildTrain(t *testing.T, s *fakegithub.Server, c *client, heads ...string) []string {
+	t.Helper()
+	tok := "token " + c.token
+	main, _ := s.BranchHead("octo/r", "main")
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate-build/main/train", "sha": main}, nil)
+	var steps []string
+	for i, h := range heads {
+		branch := "mergegate/main/train"
+		if i == 0 {
+			branch = "mergegate-build/main/train"
+		}
+		st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": branch, "head": h}, nil)
+		if st != 201 {
+			t.Fatalf("merge %s: %d %v", h, st, v)
+		}
+		steps = append(steps, str(v, "sha"))
+		if i == 0 {
+			c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/train", "sha": steps[0]}, nil)
+		}
+	}
+	return steps
 }
