@@ -168,7 +168,7 @@ func (h *harness) landedOnlyTested(want ...int) {
 		}
 	}
 	for _, w := range h.gh.RefWrites() {
-		if strings.HasPrefix(w.Branch, leasedo.BranchPrefix) {
+		if strings.HasPrefix(w.Branch, leasedo.BranchPrefix) || strings.HasPrefix(w.Branch, leasedo.BuildBranchPrefix) {
 			if _, exists := h.gh.BranchHead(testRepo, w.Branch); exists {
 				h.t.Errorf("branch %s was left behind", w.Branch)
 			}
@@ -389,6 +389,23 @@ func TestTrainConflictBounces(t *testing.T) {
 	h.landedOnlyTested(1, 3)
 	if c := h.comments(2); len(c) != 1 || !strings.Contains(c[0], "conflicts with "+testBase+" and the pull requests ahead of it (#1)") {
 		t.Errorf("#2's author read %q", c)
+	}
+}
+
+// The train's last group, of one pull request that conflicts with what
+// landed before it, goes, and so do the train's branches.
+func TestTrainConflictAloneLeavesNoBranch(t *testing.T) {
+	h := trainHarness(t, "mode: train\nbatch_size: 1\nparallel: 1\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	for n := 1; n <= 2; n++ {
+		pr := h.gh.AddPR(testRepo, fakegithub.PR{Number: n, BaseRef: testBase, Labels: []string{"automerge"},
+			Files: map[string]string{"shared.txt": fmt.Sprintf("version %d", n)}})
+		h.mustSend("pull_request", h.prPayload("labeled", n, pr.HeadSHA, "automerge"))
+	}
+	h.runCI(20, h.queueEmpty)
+	h.landedOnlyTested(1)
+	if c := h.comments(2); len(c) != 1 {
+		t.Errorf("#2's author read %q, want one sentence", c)
 	}
 }
 

@@ -393,7 +393,11 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			}
 			g.PRs = slices.Delete(prs, i, i+1)
 			if len(g.PRs) == 0 {
-				return true, 0, s.dropGroup(ctx, l, g)
+				if err := s.dropGroup(ctx, l, g); err != nil {
+					return false, 0, err
+				}
+				s.emptied(ctx, k, f, 1)
+				return true, 0, nil
 			}
 			return true, 0, s.replan(ctx, l, g, fmt.Sprintf("#%d conflicts with the pull requests ahead of it", m.Number))
 		case err != nil:
@@ -514,6 +518,7 @@ func (s *Syncer) abandonBuild(ctx context.Context, l *leasedo.Lease, f rules.Tra
 	if err := s.dropGroup(ctx, l, g); err != nil {
 		return err
 	}
+	s.emptied(ctx, l.Key, f, 1)
 	return s.replanBehind(ctx, l, f.Groups, g.ID, "the group ahead was abandoned")
 }
 
