@@ -151,13 +151,23 @@ func TestTrainDrainJittered(t *testing.T) {
 // out (the test clock is behind the wall clock ghinstallation reads, so
 // each request fetches a token: in production one lasts an hour).
 func apiCalls(h *harness) int {
-	n := 0
+	n, _ := apiCallsCharged(h)
+	return n
+}
+
+// apiCallsCharged is apiCalls, and how many of them count against the
+// installation's primary rate limit: a conditional request answered 304
+// does not (GitHub's "Best practices for using the REST API").
+func apiCallsCharged(h *harness) (calls, charged int) {
 	for _, c := range h.gh.Calls() {
 		if c.Route != fakegithub.RouteCreateToken {
-			n++
+			calls++
+			if !c.NotModified {
+				charged++
+			}
 		}
 	}
-	return n
+	return calls, charged
 }
 
 func drainTable(runs ...drainRun) string {
