@@ -595,6 +595,27 @@ func TestTrainCancelledHeadIsRunAgain(t *testing.T) {
 	}
 }
 
+// A group's own branch whose deletion GitHub refused stays until the
+// train is empty; then the train's branches are listed (one read) and
+// every one of this base's is deleted, that one too.
+func TestTrainLeftoverBranchGoesWhenTheTrainEmpties(t *testing.T) {
+	h := trainHarness(t, "mode: train\nbatch_size: 4\nparallel: 2\n", fakegithub.CI{Breaking: [][2]int{{5, 6}}, CancelSuperseded: true})
+	h.gh.AllowPush(testRepo, testBase)
+	h.gh.Fail(fakegithub.RouteDeleteRef, 1, fakegithub.FaultStatus(403, "Resource not accessible by integration"))
+	h.openLabeled(1, 2, 3, 4, 5, 6, 7)
+	h.runCI(40, h.queueEmpty)
+	h.landedOnlyTested(1, 2, 3, 4, 5, 7) // no branch of mergegate's left
+	if h.gh.FaultsLeft(fakegithub.RouteDeleteRef) != 0 {
+		t.Fatal("no deletion was refused")
+	}
+	if !strings.Contains(h.logBuf.String(), "could not delete a merge train branch") {
+		t.Error("the refused deletion was not logged")
+	}
+	if n := h.gh.CallCount(fakegithub.RouteMatchingRefs); n == 0 {
+		t.Error("the train's branches were never listed")
+	}
+}
+
 // GitHub Actions with a concurrency group per branch (and no
 // cancel-in-progress) runs the train branch's runs one at a time and
 // cancels a waiting run when a newer push joins the group: most steps are

@@ -115,6 +115,33 @@ func (c *Client) BranchHead(ctx context.Context, tenant, repo, branch string) (s
 	return ref.GetObject().GetSHA(), nil
 }
 
+// Branches lists repo's branches whose names start with prefix (GET
+// /repos/{owner}/{repo}/git/matching-refs/heads/{prefix}, every page):
+// GitHub answers the refs that start with it, an empty array for none.
+func (c *Client) Branches(ctx context.Context, tenant, repo, prefix string) ([]string, error) {
+	ctx, in, owner, name, cl, err := c.begin(ctx, "git.list-matching-refs", tenant, repo)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	opts := &github.ReferenceListOptions{Ref: "heads/" + prefix, ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		refs, resp, err := in.gh.Git.ListMatchingRefs(ctx, owner, name, opts)
+		if err != nil {
+			return nil, cl.classify(ctx, err, false)
+		}
+		for _, r := range refs {
+			if b, ok := strings.CutPrefix(r.GetRef(), "refs/heads/"); ok {
+				out = append(out, b)
+			}
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
 // CreateBranch creates branch at sha (POST /repos/{owner}/{repo}/git/refs,
 // 201). A branch already there is ErrRefExists; a sha the repository does
 // not have is a 422 "Object does not exist" *APIError.

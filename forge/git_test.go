@@ -234,6 +234,17 @@ func TestGitCallsAgainstTheFake(t *testing.T) {
 	if err := e.c.CreateBranch(ctx, tenant, repo, train, base); !errors.Is(err, forge.ErrRefExists) {
 		t.Errorf("CreateBranch again: %v", err)
 	}
+	// Matching refs: a prefix lists what starts with it, none an empty
+	// array (not an error).
+	if err := e.c.CreateBranch(ctx, tenant, repo, "mergegate-build/main/train", base); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.c.Branches(ctx, tenant, repo, "mergegate"); err != nil || !slices.Equal(got, []string{"mergegate-build/main/train", train}) {
+		t.Errorf("Branches(mergegate) = %v, %v", got, err)
+	}
+	if got, err := e.c.Branches(ctx, tenant, repo, "nothing/"); err != nil || len(got) != 0 {
+		t.Errorf("Branches(nothing/) = %v, %v", got, err)
+	}
 	var tip forge.MergeResult
 	prev := base
 	for _, hh := range [][2]string{{"h1", "h1"}, {"feature-2", "h2"}} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -836,15 +837,42 @@ func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch st
 	return nil
 }
 
-// emptied deletes the base's train branch and build branch when the
-// action that removed gone groups left its train with none (the next
-// build creates them).
+// emptied deletes the base's branches when the action that removed gone
+// groups left its train with none: the train and build branches, and any
+// group's own branch that a refused deletion or an earlier mergegate left
+// behind. One read lists them; the next build creates what it needs.
 func (s *Syncer) emptied(ctx context.Context, k leasedo.Key, f rules.TrainFacts, gone int) {
-	if len(f.Groups) <= gone {
-		g := leasedo.Group{Base: f.Base}
-		s.deleteBranchQuietly(ctx, k, g.TrainBranch())
-		s.deleteBranchQuietly(ctx, k, g.BuildBranch())
+	if len(f.Groups) > gone {
+		return
 	}
+	branches, err := s.gh.Branches(ctx, k.Tenant, k.Repo, "mergegate")
+	if err != nil {
+		s.log.Warn().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", f.Base).
+			Msg("could not list the merge train's branches; they are deleted when the train is next empty")
+		return
+	}
+	for _, b := range branches {
+		if trainBranchOf(b, f.Base) {
+			s.deleteBranchQuietly(ctx, k, b)
+		}
+	}
+}
+
+// trainBranchOf reports whether branch is one mergegate makes for base's
+// train: <prefix><base>/train or <prefix><base>/<group id>, under
+// mergegate/ or mergegate-build/ (where earlier builds made a branch per
+// group); never another base's, whose name may start with base's.
+func trainBranchOf(branch, base string) bool {
+	for _, p := range []string{leasedo.BranchPrefix, leasedo.BuildBranchPrefix} {
+		if rest, ok := strings.CutPrefix(branch, p+base+"/"); ok {
+			if rest == "train" {
+				return true
+			}
+			_, err := strconv.ParseInt(rest, 10, 64)
+			return err == nil && !strings.HasPrefix(rest, "+") && !strings.HasPrefix(rest, "-")
+		}
+	}
+	return false
 }
 
 // deleteBranchQuietly deletes a branch whose deletion nothing waits for;

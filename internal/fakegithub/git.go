@@ -22,6 +22,7 @@ import (
 //
 //	GET    /repos/{o}/{r}/git/ref/{ref}          200 git-ref, 404 "Not Found"
 //	POST   /repos/{o}/{r}/git/refs               201 git-ref; 422 "Reference already exists", "Object does not exist"
+//	GET    /repos/{o}/{r}/git/matching-refs/{ref} 200 [git-ref] of the branches starting with it ([] for none)
 //	PATCH  /repos/{o}/{r}/git/refs/{ref}         200 git-ref; 422 "Update is not a fast forward", "Reference does not exist",
 //	                                             "Object does not exist", a protected branch's refusal
 //	DELETE /repos/{o}/{r}/git/refs/{ref}         204 (contents.go)
@@ -29,11 +30,12 @@ import (
 //	                                             404 "Base does not exist" / "Head does not exist"
 //	GET    /repos/{o}/{r}/git/commits/{sha}      200 git-commit, 404 "Not Found"
 const (
-	RouteGetRef      = "GET /repos/{owner}/{repo}/git/ref/{ref}"
-	RouteCreateRef   = "POST /repos/{owner}/{repo}/git/refs"
-	RouteUpdateRef   = "PATCH /repos/{owner}/{repo}/git/refs/{ref}"
-	RouteMergeBranch = "POST /repos/{owner}/{repo}/merges"
-	RouteGetCommit   = "GET /repos/{owner}/{repo}/git/commits/{commit_sha}"
+	RouteGetRef       = "GET /repos/{owner}/{repo}/git/ref/{ref}"
+	RouteMatchingRefs = "GET /repos/{owner}/{repo}/git/matching-refs/{ref}"
+	RouteCreateRef    = "POST /repos/{owner}/{repo}/git/refs"
+	RouteUpdateRef    = "PATCH /repos/{owner}/{repo}/git/refs/{ref}"
+	RouteMergeBranch  = "POST /repos/{owner}/{repo}/merges"
+	RouteGetCommit    = "GET /repos/{owner}/{repo}/git/commits/{commit_sha}"
 )
 
 // GitHub's messages of the git routes, as its users quote them.

@@ -2,7 +2,9 @@ package fakegithub
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +102,25 @@ func (s *Server) getRef(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.refJSON(rp, branch, sha))
+}
+
+// matchingRefs answers GET /repos/{owner}/{repo}/git/matching-refs/{ref}:
+// 200 with the branches whose ref (after "refs/") starts with ref, sorted,
+// an empty array for none (the fake models branches only; pull requests'
+// head branches are not listed).
+func (s *Server) matchingRefs(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOf(w, r)
+	if rp == nil {
+		return
+	}
+	prefix := strings.TrimPrefix(r.PathValue("ref"), "refs/")
+	out := []obj{}
+	for _, b := range slices.Sorted(maps.Keys(rp.branches)) {
+		if strings.HasPrefix("heads/"+b, prefix) {
+			out = append(out, s.refJSON(rp, b, rp.branches[b]))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // createRef answers POST /repos/{owner}/{repo}/git/refs {ref, sha}: 201

@@ -53,7 +53,7 @@ func Routes() []string {
 		RouteListDeliveries, RouteRedeliver,
 		RouteGetContent, RouteGetPermission, RouteCreateReaction, RouteDeleteRef, RouteAddLabels,
 		RouteListPullCommits, RouteGraphQL,
-		RouteGetRef, RouteCreateRef, RouteUpdateRef, RouteMergeBranch, RouteGetCommit,
+		RouteGetRef, RouteMatchingRefs, RouteCreateRef, RouteUpdateRef, RouteMergeBranch, RouteGetCommit,
 		RouteGetApp,
 	}
 }
@@ -92,6 +92,7 @@ func (s *Server) routes() {
 		RouteListPullCommits:    s.listPullCommits,
 		RouteGraphQL:            s.graphQL,
 		RouteGetRef:             s.getRef,
+		RouteMatchingRefs:       s.matchingRefs,
 		RouteCreateRef:          s.createRef,
 		RouteUpdateRef:          s.updateRef,
 		RouteMergeBranch:        s.mergeBranch,
@@ -106,7 +107,7 @@ func (s *Server) routes() {
 			path = strings.Replace(path, "{branch}", "{branch...}", 1)
 		case RouteGetContent:
 			path = strings.Replace(path, "{path}", "{path...}", 1)
-		case RouteDeleteRef, RouteGetRef, RouteUpdateRef:
+		case RouteDeleteRef, RouteGetRef, RouteUpdateRef, RouteMatchingRefs:
 			path = strings.Replace(path, "{ref}", "{ref...}", 1)
 		case RouteGraphQL:
 			s.mux.HandleFunc(method+" "+s.graphQLPath(), h)
