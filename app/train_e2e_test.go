@@ -616,6 +616,47 @@ func TestTrainLeftoverBranchGoesWhenTheTrainEmpties(t *testing.T) {
 	}
 }
 
+// Left-over branches of groups go twenty per emptying of the train (a
+// write each; whoever can create branches can make many), the train's own
+// two every time; another base's branches, whose names start with this
+// base's, never.
+func TestTrainLeftoverBranchesGoTwentyAtATime(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	tip, _ := h.gh.BranchHead(testRepo, testBase)
+	for i := 0; i < 25; i++ {
+		h.gh.SetBaseHead(testRepo, fmt.Sprintf("mergegate/%s/%d", testBase, 1000+i), tip)
+	}
+	other := "mergegate/" + testBase + "/1/train" // base master/1's train branch
+	h.gh.SetBaseHead(testRepo, other, tip)
+	left := func() (n int) {
+		for i := 0; i < 25; i++ {
+			if _, ok := h.gh.BranchHead(testRepo, fmt.Sprintf("mergegate/%s/%d", testBase, 1000+i)); ok {
+				n++
+			}
+		}
+		return n
+	}
+	h.openLabeled(1)
+	h.runCI(20, h.queueEmpty)
+	if n := left(); n != 5 {
+		t.Errorf("%d left-over branches after the first emptying, want 5 (twenty deleted)", n)
+	}
+	for _, b := range []string{"mergegate/" + testBase + "/train", "mergegate-build/" + testBase + "/train"} {
+		if _, ok := h.gh.BranchHead(testRepo, b); ok {
+			t.Errorf("%s is left after the train emptied", b)
+		}
+	}
+	h.openLabeled(2)
+	h.runCI(20, h.queueEmpty)
+	if n := left(); n != 0 {
+		t.Errorf("%d left-over branches after the second emptying, want none", n)
+	}
+	if _, ok := h.gh.BranchHead(testRepo, other); !ok {
+		t.Errorf("%s, another base's, was deleted", other)
+	}
+}
+
 // GitHub Actions with a concurrency group per branch (and no
 // cancel-in-progress) runs the train branch's runs one at a time and
 // cancels a waiting run when a newer push joins the group: most steps are

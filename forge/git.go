@@ -116,8 +116,9 @@ func (c *Client) BranchHead(ctx context.Context, tenant, repo, branch string) (s
 }
 
 // Branches lists repo's branches whose names start with prefix (GET
-// /repos/{owner}/{repo}/git/matching-refs/heads/{prefix}, every page):
-// GitHub answers the refs that start with it, an empty array for none.
+// /repos/{owner}/{repo}/git/matching-refs/heads/{prefix}): GitHub answers
+// the refs that start with it, an empty array for none. It reads at most
+// branchPages pages of 100: the first 1,000 names.
 func (c *Client) Branches(ctx context.Context, tenant, repo, prefix string) ([]string, error) {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "git.list-matching-refs", tenant, repo)
 	if err != nil {
@@ -125,7 +126,7 @@ func (c *Client) Branches(ctx context.Context, tenant, repo, prefix string) ([]s
 	}
 	var out []string
 	opts := &github.ReferenceListOptions{Ref: "heads/" + prefix, ListOptions: github.ListOptions{PerPage: 100}}
-	for {
+	for page := 1; ; page++ {
 		refs, resp, err := in.gh.Git.ListMatchingRefs(ctx, owner, name, opts)
 		if err != nil {
 			return nil, cl.classify(ctx, err, false)
@@ -135,12 +136,15 @@ func (c *Client) Branches(ctx context.Context, tenant, repo, prefix string) ([]s
 				out = append(out, b)
 			}
 		}
-		if resp.NextPage == 0 {
+		if resp.NextPage == 0 || page == branchPages {
 			return out, nil
 		}
 		opts.Page = resp.NextPage
 	}
 }
+
+// branchPages bounds the pages Branches reads.
+const branchPages = 10
 
 // CreateBranch creates branch at sha (POST /repos/{owner}/{repo}/git/refs,
 // 201). A branch already there is ErrRefExists; a sha the repository does

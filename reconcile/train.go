@@ -851,12 +851,33 @@ func (s *Syncer) emptied(ctx context.Context, k leasedo.Key, f rules.TrainFacts,
 			Msg("could not list the merge train's branches; they are deleted when the train is next empty")
 		return
 	}
+	g := leasedo.Group{Base: f.Base}
+	left, waiting := 0, 0 // branches of groups left over: deleted, and kept for next time
 	for _, b := range branches {
-		if trainBranchOf(b, f.Base) {
-			s.deleteBranchQuietly(ctx, k, b)
+		switch {
+		case b == g.TrainBranch(), b == g.BuildBranch():
+		case !trainBranchOf(b, f.Base):
+			continue
+		case left == sweepMax:
+			// Whoever can create branches can make this list long: the
+			// rest wait for the next time the train is empty.
+			waiting++
+			continue
+		default:
+			left++
 		}
+		s.deleteBranchQuietly(ctx, k, b)
+	}
+	if waiting > 0 {
+		s.log.Warn().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", f.Base).Int("deleted", left).Int("left", waiting).
+			Msg("more merge train branches are left over than one emptying deletes; the rest go when the train is next empty")
 	}
 }
+
+// sweepMax is how many left-over branches of groups one emptying of a
+// train deletes at most (a write each), besides its train and build
+// branches.
+const sweepMax = 20
 
 // trainBranchOf reports whether branch is one mergegate makes for base's
 // train: <prefix><base>/train or <prefix><base>/<group id>, under
