@@ -170,6 +170,9 @@ type GroupView struct {
 	Position  int    `json:"position"`
 	Branch    string `json:"branch"`
 	BranchURL string `json:"-"`
+	// CommitURL links the group's tested commit: the branch's tip moves on
+	// as later groups are merged onto the same train branch.
+	CommitURL string `json:"-"`
 	ShortHead string `json:"-"`
 	PRText    string `json:"-"`
 }
@@ -348,7 +351,7 @@ func (d *dashboard) trains(ctx context.Context, k leasedo.Key, items []leasedo.I
 			prs = append(prs, fmt.Sprintf("#%d", n))
 		}
 		t.Groups = append(t.Groups, GroupView{Group: g, Position: len(t.Groups) + 1, Branch: g.Branch(),
-			BranchURL: d.web + "/" + k.Repo + "/tree/" + g.Branch(), ShortHead: forge.ShortSHA(g.Head), PRText: strings.Join(prs, ", ")})
+			BranchURL: d.web + "/" + k.Repo + "/tree/" + g.Branch(), CommitURL: d.web + "/" + k.Repo + "/commit/" + g.Head, ShortHead: forge.ShortSHA(g.Head), PRText: strings.Join(prs, ", ")})
 	}
 	for _, it := range items {
 		if it.BaseRef != "" && d.cfg.Policies != nil && d.cfg.Policies().Get(k).For(it.BaseRef).InTrain() {

@@ -425,6 +425,7 @@ func TestTrainNewPushLeavesTheGroup(t *testing.T) {
 			Groups  []struct {
 				State  string `json:"state"`
 				Branch string `json:"branch"`
+				Head   string `json:"headSha"`
 				PRs    []leasedo.GroupPR
 			} `json:"groups"`
 		} `json:"trains"`
@@ -436,6 +437,9 @@ func TestTrainNewPushLeavesTheGroup(t *testing.T) {
 	code, _, page := h.adminDo("GET", "/repos/"+testTenant+"/"+testRepo, "", nil)
 	if code != 200 || !strings.Contains(page, "Merge train for master") || !strings.Contains(page, "#1, #2") {
 		t.Errorf("the repository's page does not show the train (%d)", code)
+	}
+	if g := v.Trains[0].Groups[0]; g.Head == "" || !strings.Contains(page, "/commit/"+g.Head+`">`+forge.ShortSHA(g.Head)+"</a>") {
+		t.Errorf("the repository's page does not link group 1's tested commit %s", g.Head)
 	}
 	newHead := strings.Repeat("9", 40)
 	h.gh.SetHead(testRepo, 2, newHead)
