@@ -50,6 +50,27 @@ const drainJitter = ciLength / 3
 // Groups follow the queue (batch_wait), so the one of the breaking pair
 // taken out is the later in the queue, whichever became ready first.
 func drainSeeded(t testing.TB, mode, policyFile string, strict bool, seed int64) drainRun {
+	return drainDriven(t, mode, policyFile, strict, seed, stepped)
+}
+
+// A drainDriver runs CI until done holds and returns how long that took
+// on the harness's clock.
+type drainDriver func(h *harness, done func() bool) time.Duration
+
+// stepped moves the clock from one event to the next once mergegate has
+// done all it had to (runCI): what mergegate takes to act costs no time.
+func stepped(h *harness, done func() bool) time.Duration { return h.runCI(400, done) }
+
+// running lets the clock run drainScale times faster than the wall clock
+// (runCIRunning): a CI length is two seconds.
+func running(h *harness, done func() bool) time.Duration {
+	return h.runCIRunning(drainScale, 100*ciLength, done)
+}
+
+const drainScale = float64(ciLength / (2 * time.Second))
+
+// drainDriven is drainSeeded with the clock moved by driver.
+func drainDriven(t testing.TB, mode, policyFile string, strict bool, seed int64, driver drainDriver) drainRun {
 	ci := fakegithub.CI{Bad: drainBad, Breaking: drainBreaking}
 	if seed != 0 {
 		ci.Jitter, ci.Seed = drainJitter, seed
@@ -67,7 +88,8 @@ func drainSeeded(t testing.TB, mode, policyFile string, strict bool, seed int64)
 		ns = append(ns, n)
 	}
 	h.openLabeled(ns...)
-	took := h.runCI(400, h.queueEmpty)
+	took := driver(h, h.queueEmpty)
+	h.settle() // the train's branches are deleted after its last landing
 	// Groups follow the queue, so the later of the pair (#12) is the one
 	// taken out, unless #9's own checks finished more than batch_wait
 	// after #12's: #12 was grouped without it, and #9, merged on top of
@@ -147,6 +169,48 @@ func TestTrainDrainJittered(t *testing.T) {
 	}
 }
 
+// runCIRunning is runCI with the clock running, scale times faster than
+// the wall clock, whether or not mergegate has finished what it was
+// doing: CI's results go out as they fall due, while mergegate handles
+// others, and the time it takes to act (its GitHub calls, its database,
+// the deliveries it queues) is part of the drain, as with GitHub. It
+// returns the drain's time on the clock, and fails the test past limit.
+func (h *harness) runCIRunning(scale float64, limit time.Duration, done func() bool) time.Duration {
+	h.t.Helper()
+	start, wall := h.clock.Now(), time.Now()
+	updates := len(h.gh.BranchUpdates())
+	for {
+		h.clock.Set(start.Add(time.Duration(float64(time.Since(wall)) * scale)))
+		h.gh.CompleteDueChecks()
+		for ; updates < len(h.gh.BranchUpdates()); updates++ {
+			u := h.gh.BranchUpdates()[updates]
+			h.mustSend("pull_request", withSender(h.t, h.prPayload("synchronize", u.PRNumber, u.ToSHA, "automerge"), fakegithub.AppBotLogin))
+		}
+		if took := h.clock.Now().Sub(start); done() {
+			return took
+		} else if took > limit {
+			h.t.Fatalf("not done after %s on the clock: queue %+v, groups %+v", limit, h.queue(), h.groups())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The drain with the clock running (runCIRunning): CI's results arrive
+// while mergegate acts on others, and what it takes to act is time on the
+// clock. What is checked holds at any speed, -race included: only tested
+// commits land, every good pull request merges once, the bad ones and one
+// of the pair are taken out and that one's author is told of the other,
+// and no branch is left behind.
+func TestTrainDrainRunningClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the drain runs 20 pull requests on the wall clock")
+	}
+	t.Parallel()
+	r := drainDriven(t, "train, the defaults", drainTrainDefaults, false, drainSeeds[0], running)
+	t.Logf("seed %d, the clock running: %.2f CI lengths, %d CI runs, %.1f calls per merged pull request, #%d taken out",
+		drainSeeds[0], r.ciLengths, r.ciRuns, r.callsPerMerge, r.culprit)
+}
+
 // apiCalls counts the requests to GitHub's API, installation tokens left
 // out (the test clock is behind the wall clock ghinstallation reads, so
 // each request fetches a token: in production one lasts an hour).
@@ -188,8 +252,17 @@ var drainSeeds = []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 // one iteration is the measurement) of the drain's ratio to serial strict
 // on the same seed, of the CI runs and of the calls per merged pull
 // request, the table of docs/trains.md:
-// go test -run '^$' -bench TrainDrain -benchtime 1x -v ./app
-func BenchmarkTrainDrain(b *testing.B) {
+// go test -run '^$' -bench 'TrainDrain$' -benchtime 1x -v ./app
+func BenchmarkTrainDrain(b *testing.B) { benchDrain(b, stepped) }
+
+// BenchmarkTrainDrainRunning is BenchmarkTrainDrain with the clock
+// running (runCIRunning): what mergegate takes to act counts, and CI's
+// results arrive while it acts. A CI length is two seconds of wall time,
+// so the ten seeds take about ten minutes:
+// go test -run '^$' -bench 'TrainDrainRunning$' -benchtime 1x -v ./app
+func BenchmarkTrainDrainRunning(b *testing.B) { benchDrain(b, running) }
+
+func benchDrain(b *testing.B, driver drainDriver) {
 	serial := map[int64]drainRun{}
 	for _, m := range []struct {
 		name, file string
@@ -205,7 +278,7 @@ func BenchmarkTrainDrain(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				ratios, runs, calls, later = nil, nil, nil, nil
 				for _, seed := range drainSeeds {
-					r := drainSeeded(b, m.name, m.file, m.strict, seed)
+					r := drainDriven(b, m.name, m.file, m.strict, seed, driver)
 					if m.strict {
 						serial[seed] = r
 					}
