@@ -253,6 +253,7 @@ var drainSeeds = []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 // on the same seed, of the CI runs and of the calls per merged pull
 // request, the table of docs/trains.md:
 // go test -run '^$' -bench 'TrainDrain$' -benchtime 1x -v ./app
+// Each mode also drains once with CI of a fixed length (ratio-fixed).
 func BenchmarkTrainDrain(b *testing.B) { benchDrain(b, stepped) }
 
 // BenchmarkTrainDrainRunning is BenchmarkTrainDrain with the clock
@@ -290,8 +291,16 @@ func benchDrain(b *testing.B, driver drainDriver) {
 					}
 				}
 			}
-			b.Logf("%s over seeds %v: ratio to serial strict median %.2f worst %.2f; CI runs median %.0f worst %.0f; calls per merged pull request median %.1f worst %.1f; #%d taken out instead of #%d on seeds %v",
-				m.name, drainSeeds, median(ratios), worst(ratios), median(runs), worst(runs), median(calls), worst(calls), drainBreaking[0][0], drainBreaking[0][1], later)
+			// CI of a fixed length (no seed): what the same driver gives
+			// without the spread of CI's durations.
+			f := drainDriven(b, m.name, m.file, m.strict, 0, driver)
+			if m.strict {
+				serial[0] = f
+			}
+			b.Logf("%s over seeds %v: ratio to serial strict median %.2f worst %.2f; CI runs median %.0f worst %.0f; calls per merged pull request median %.1f worst %.1f; #%d taken out instead of #%d on seeds %v; CI of a fixed length: %.2f CI lengths, ratio %.3f",
+				m.name, drainSeeds, median(ratios), worst(ratios), median(runs), worst(runs), median(calls), worst(calls), drainBreaking[0][0], drainBreaking[0][1], later,
+				f.ciLengths, f.ciLengths/serial[0].ciLengths)
+			b.ReportMetric(f.ciLengths/serial[0].ciLengths, "ratio-fixed")
 			b.ReportMetric(median(ratios), "ratio-median")
 			b.ReportMetric(worst(ratios), "ratio-worst")
 			b.ReportMetric(median(runs), "ci-runs-median")
