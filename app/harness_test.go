@@ -54,6 +54,18 @@ type harness struct {
 
 type harnessOpt func(*Config)
 
+// withWallClock starts the harness's clock at the wall clock's time
+// instead of its fixed date. ghinstallation keeps the App's installation
+// token until the wall clock says it expires, so the App then reuses one
+// token, as in production, until GitHub (the fake, on the harness's
+// clock) refuses it an hour on; on the fixed date, days behind, every
+// request mints a token first.
+func withWallClock(c *Config) {
+	if c.Clock == nil {
+		c.Clock = leasedo.NewManualClock(time.Now().UTC().Truncate(time.Second))
+	}
+}
+
 // withoutGitHub runs mergegate with no App credentials: deliveries are
 // applied to queues, gates wait.
 func withoutGitHub(c *Config) { c.AppID, c.PrivateKeyPath = 0, "" }
@@ -66,7 +78,14 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 // newHarnessLogging is newHarness with its log at level.
 func newHarnessLogging(t testing.TB, level zerolog.Level, opts ...harnessOpt) *harness {
 	t.Helper()
-	clk := leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	var probe Config // an option may start the clock elsewhere (withWallClock)
+	for _, o := range opts {
+		o(&probe)
+	}
+	clk, _ := probe.Clock.(*leasedo.ManualClock)
+	if clk == nil {
+		clk = leasedo.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	}
 	gh := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
 	gh.AddRepo(testTenant, testRepo, testBase)
 	// The payload examples' sender, Codertocat, owns the repository: on
