@@ -75,7 +75,7 @@ type ciState struct {
 	rng  *rand.Rand      // Jitter's draws, from Seed
 	shot map[string]bool // Flaky patterns that failed their run
 	runs []*ciRun
-	shas map[string]bool // commits with a run
+	last map[string]string // branch -> the commit of its latest run
 }
 
 // ciRun is one simulated run.
@@ -95,9 +95,11 @@ type ciRun struct {
 // the API, a merge into a branch, a pull request's new head, SetBaseHead)
 // gets a check run cfg.Name, in_progress from the fake's clock, completed
 // cfg.Duration later: failure when the commit holds a Bad pull request or
-// both of a Breaking pair, else success. A commit gets one run, however
-// many branches it is pushed to. Calling it again replaces cfg (runs
-// already started keep their outcome).
+// both of a Breaking pair, else success. Each push is a run, as each
+// push event is a workflow run on GitHub Actions: a commit pushed to two
+// branches, or to a branch again after the branch held another, runs
+// twice (its check runs then list the latest, filter=latest). Calling it
+// again replaces cfg (runs already started keep their outcome).
 func (s *Server) SimulateCI(fullName string, cfg CI) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,7 +111,7 @@ func (s *Server) SimulateCI(fullName string, cfg CI) {
 	cfg.Breaking = slices.Clone(cfg.Breaking)
 	cfg.Branches = slices.Clone(cfg.Branches)
 	if rp.ci == nil {
-		rp.ci = &ciState{shas: map[string]bool{}}
+		rp.ci = &ciState{last: map[string]string{}}
 	}
 	cfg.Slow = maps.Clone(cfg.Slow)
 	cfg.Flaky = slices.Clone(cfg.Flaky)
@@ -201,7 +203,7 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 	if ci.cfg.CancelSuperseded {
 		s.cancelSuperseded(rp, branch, sha)
 	}
-	if ci.shas[sha] {
+	if ci.last[branch] == sha { // the branch did not move: no push
 		return
 	}
 	busy := false // another run is in progress on branch (CI.GroupPerBranch)
@@ -213,13 +215,12 @@ func (s *Server) startCI(rp *repo, branch, sha string, pr *PR) {
 			case r.waiting:
 				// Replaced by the newer push: concluded cancelled now.
 				r.waiting, r.due, r.conclusion = false, now, "cancelled"
-				delete(ci.shas, r.run.HeadSHA)
 			case now.Before(r.due):
 				busy = true
 			}
 		}
 	}
-	ci.shas[sha] = true
+	ci.last[branch] = sha
 	conclusion := "success"
 	if ci.cfg.fails(rp.git.prsOf(sha)) {
 		conclusion = "failure"
@@ -252,7 +253,6 @@ func (s *Server) cancelSuperseded(rp *repo, branch, sha string) {
 	for _, r := range s.ciPending {
 		if r.branch == branch && r.run.HeadSHA != sha && (r.waiting || now.Before(r.due)) && r.repo == rp {
 			r.waiting, r.due, r.conclusion = false, now, "cancelled"
-			delete(rp.ci.shas, r.run.HeadSHA)
 		}
 	}
 }

@@ -86,8 +86,8 @@ func TestSimulatedCI(t *testing.T) {
 	}
 	bad := build("mergegate/main/1", "h3", "h4")
 	good := build("mergegate/main/2", "h1")
-	if got := s.CIRuns("octo/r"); got != 4+1+2+1 {
-		t.Errorf("CIRuns = %d, want 8 (main's tip once, each merge)", got)
+	if got := s.CIRuns("octo/r"); got != 4+2+2+1 {
+		t.Errorf("CIRuns = %d, want 9 (main's tip on each branch created on it, each merge)", got)
 	}
 	clk.Add(10 * time.Minute)
 	if _, con := ciRun(t, c, bad); con != "failure" {
@@ -123,12 +123,31 @@ func TestSimulatedCIBranches(t *testing.T) {
 	for _, b := range []string{"mergegate/main/1", "release/1.0", "release/1.0/rc", "hotfix/a/b"} {
 		c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/" + b, "sha": "h1"}, nil)
 	}
-	if got := s.CIRuns("octo/r"); got != 1 {
-		t.Errorf("CIRuns = %d, want 1 (release/1.0 and hotfix/a/b hold the same commit)", got)
+	// Each push is a workflow run: the commit pushed to two watched
+	// branches runs twice, and its check runs list the latest.
+	if got := s.CIRuns("octo/r"); got != 2 {
+		t.Errorf("CIRuns = %d, want 2 (h1 pushed to release/1.0 and to hotfix/a/b)", got)
 	}
 	_, v := c.get("repos/octo/r/commits/h1/check-runs")
 	if runs := v.(map[string]any)["check_runs"].([]any); len(runs) != 1 || str(runs[0], "name") != "build" || str(runs[0], "app", "slug") != "github-actions" {
 		t.Errorf("runs of h1: %v", runs)
+	}
+	// A branch set to the commit it holds is no push; one moved away and
+	// back is two.
+	patch := func(sha string) {
+		if st, _, v := c.do("PATCH", "repos/octo/r/git/refs/heads/release/1.0", tok, map[string]any{"sha": sha, "force": true}, nil); st != 200 {
+			t.Fatalf("PATCH release/1.0 to %s: %d %v", sha, st, v)
+		}
+	}
+	patch("h1")
+	if got := s.CIRuns("octo/r"); got != 2 {
+		t.Errorf("CIRuns = %d after a PATCH to the same commit, want 2", got)
+	}
+	main, _ := s.BranchHead("octo/r", "main")
+	patch(main)
+	patch("h1")
+	if got := s.CIRuns("octo/r"); got != 4 {
+		t.Errorf("CIRuns = %d after release/1.0 moved to main and back, want 4", got)
 	}
 }
 
