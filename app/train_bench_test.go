@@ -19,6 +19,10 @@ type drainRun struct {
 	merged        int
 	callsPerMerge float64
 	culprit       int // the one of the breaking pair taken out
+	// writesPerMerge and chargedPerMerge are its content-generating
+	// requests and its calls counted against the primary rate limit, per
+	// merged pull request (as TestWritesPerMergedPRDoNotGrowWithTheQueue).
+	writesPerMerge, chargedPerMerge float64
 }
 
 // The benchmark's queue (docs/trains.md): 20 pull requests, CI of a fixed
@@ -83,7 +87,8 @@ func drainDriven(t testing.TB, mode, policyFile string, strict bool, seed int64,
 	h.horizon, h.patience = 2*time.Minute, 2*time.Minute
 	h.gh.SetRequired(testRepo, testBase, []string{"ci"}, strict)
 	h.gh.AllowPush(testRepo, testBase)
-	calls0 := apiCalls(h)
+	calls0, charged0 := apiCallsCharged(h)
+	writes0 := h.gh.Writes(testTenant)
 	var ns []int
 	for n := 1; n <= drainPRs; n++ {
 		ns = append(ns, n)
@@ -119,14 +124,18 @@ func drainDriven(t testing.TB, mode, policyFile string, strict bool, seed int64,
 		}
 	}
 	h.landedOnlyTested(want...)
+	calls, charged := apiCallsCharged(h)
+	per := func(n int) float64 { return float64(n) / float64(len(want)) }
 	return drainRun{mode: mode, ciLengths: float64(took) / float64(ciLength), ciRuns: h.gh.CIRuns(testRepo), merged: len(want),
-		callsPerMerge: float64(apiCalls(h)-calls0) / float64(len(want)), culprit: culprit}
+		callsPerMerge: per(calls - calls0), writesPerMerge: per(h.gh.Writes(testTenant) - writes0), chargedPerMerge: per(charged - charged0), culprit: culprit}
 }
 
 // Serial mode on a strict base beside train mode, in one run: the default
 // train drains the same queue in at most a quarter of the time, twenty
-// groups of one at once in at most a fifth (a sixth, measured), and no
-// mode ever moves the base to an untested commit.
+// groups of one at once in at most a fifth (a sixth, measured), each
+// spending no more writes and rate-limited calls per merged pull request
+// than serial strict, and no mode ever moves the base to an untested
+// commit.
 func TestTrainDrainsFasterThanSerialStrict(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the drain benchmark runs 60 pull requests through three queues")
@@ -143,6 +152,21 @@ func TestTrainDrainsFasterThanSerialStrict(t *testing.T) {
 	if defaults.ciLengths > serial.ciLengths/4 {
 		t.Errorf("the default train took %.1f CI lengths, serial strict %.1f: want at most a quarter", defaults.ciLengths, serial.ciLengths)
 	}
+	for _, r := range []drainRun{defaults, wide} {
+		r.costsNoMoreThan(t, serial)
+	}
+}
+
+// costsNoMoreThan: the drain r spent no more writes, and no more calls
+// counted against the rate limit, per merged pull request than serial.
+func (r drainRun) costsNoMoreThan(t testing.TB, serial drainRun) {
+	t.Helper()
+	if r.writesPerMerge > serial.writesPerMerge {
+		t.Errorf("%s: %.2f writes per merged pull request, want at most serial strict's %.2f", r.mode, r.writesPerMerge, serial.writesPerMerge)
+	}
+	if r.chargedPerMerge > serial.chargedPerMerge {
+		t.Errorf("%s: %.2f rate-limited calls per merged pull request, want at most serial strict's %.2f", r.mode, r.chargedPerMerge, serial.chargedPerMerge)
+	}
 }
 
 // The drain in real time: CI lengths vary and results arrive in any
@@ -150,7 +174,7 @@ func TestTrainDrainsFasterThanSerialStrict(t *testing.T) {
 // pull request merges once, the bad ones and the later of the pair (#12,
 // even where it was ready before #9: groups follow the queue) are taken
 // out; the default train drains in at most a quarter of serial strict
-// time.
+// time, for no more writes or rate-limited calls per merged pull request.
 func TestTrainDrainJittered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the drain benchmark runs 40 pull requests per seed")
@@ -167,6 +191,7 @@ func TestTrainDrainJittered(t *testing.T) {
 		if defaults.ciLengths > serial.ciLengths/4 {
 			t.Errorf("seed %d: the default train took %.2f CI lengths, serial strict %.2f: want at most a quarter", seed, defaults.ciLengths, serial.ciLengths)
 		}
+		defaults.costsNoMoreThan(t, serial)
 	}
 }
 
@@ -241,9 +266,9 @@ func apiCallsCharged(h *harness) (calls, charged int) {
 
 func drainTable(runs ...drainRun) string {
 	var b strings.Builder
-	b.WriteString("| mode | time to drain (CI lengths) | CI runs | merged | GitHub calls per merged pull request |\n|---|---|---|---|---|\n")
+	b.WriteString("| mode | time to drain (CI lengths) | CI runs | merged | GitHub calls per merged pull request: all, rate-limited, writes |\n|---|---|---|---|---|\n")
 	for _, r := range runs {
-		fmt.Fprintf(&b, "| %s | %.1f | %d | %d | %.1f |\n", r.mode, r.ciLengths, r.ciRuns, r.merged, r.callsPerMerge)
+		fmt.Fprintf(&b, "| %s | %.1f | %d | %d | %.1f, %.1f, %.1f |\n", r.mode, r.ciLengths, r.ciRuns, r.merged, r.callsPerMerge, r.chargedPerMerge, r.writesPerMerge)
 	}
 	return b.String()
 }
@@ -256,7 +281,8 @@ var drainSeeds = []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 // in each mode over drainSeeds, the median and the worst (simulated time:
 // one iteration is the measurement) of the drain's ratio to serial strict
 // on the same seed, of the CI runs and of the calls per merged pull
-// request, the table of docs/trains.md:
+// request (all, those counted against the rate limit, and writes), the
+// table of docs/trains.md:
 // go test -run '^$' -bench 'TrainDrain$' -benchtime 1x -v ./app
 // Each mode also drains once with CI of a fixed length (ratio-fixed).
 func BenchmarkTrainDrain(b *testing.B) { benchDrain(b, stepped) }
@@ -279,10 +305,10 @@ func benchDrain(b *testing.B, driver drainDriver) {
 		{"train-wide", drainTrainWide, false},
 	} {
 		b.Run(m.name, func(b *testing.B) {
-			var ratios, runs, calls []float64
+			var ratios, runs, calls, charged, writes []float64
 			var later []int64 // seeds where the earlier of the pair was taken out
 			for i := 0; i < b.N; i++ {
-				ratios, runs, calls, later = nil, nil, nil, nil
+				ratios, runs, calls, charged, writes, later = nil, nil, nil, nil, nil, nil
 				for _, seed := range drainSeeds {
 					r := drainDriven(b, m.name, m.file, m.strict, seed, driver)
 					if m.strict {
@@ -291,6 +317,8 @@ func benchDrain(b *testing.B, driver drainDriver) {
 					ratios = append(ratios, r.ciLengths/serial[seed].ciLengths)
 					runs = append(runs, float64(r.ciRuns))
 					calls = append(calls, r.callsPerMerge)
+					charged = append(charged, r.chargedPerMerge)
+					writes = append(writes, r.writesPerMerge)
 					if r.culprit != drainBreaking[0][1] {
 						later = append(later, seed)
 					}
@@ -302,8 +330,8 @@ func benchDrain(b *testing.B, driver drainDriver) {
 			if m.strict {
 				serial[0] = f
 			}
-			b.Logf("%s over seeds %v: ratio to serial strict median %.2f worst %.2f; CI runs median %.0f worst %.0f; calls per merged pull request median %.1f worst %.1f; #%d taken out instead of #%d on seeds %v; CI of a fixed length: %.2f CI lengths, ratio %.3f",
-				m.name, drainSeeds, median(ratios), worst(ratios), median(runs), worst(runs), median(calls), worst(calls), drainBreaking[0][0], drainBreaking[0][1], later,
+			b.Logf("%s over seeds %v: ratio to serial strict median %.2f worst %.2f; CI runs median %.0f worst %.0f; calls per merged pull request median %.1f worst %.1f (rate-limited %.1f, %.1f; writes %.2f, %.2f); #%d taken out instead of #%d on seeds %v; CI of a fixed length: %.2f CI lengths, ratio %.3f",
+				m.name, drainSeeds, median(ratios), worst(ratios), median(runs), worst(runs), median(calls), worst(calls), median(charged), worst(charged), median(writes), worst(writes), drainBreaking[0][0], drainBreaking[0][1], later,
 				f.ciLengths, f.ciLengths/serial[0].ciLengths)
 			b.ReportMetric(f.ciLengths/serial[0].ciLengths, "ratio-fixed")
 			b.ReportMetric(median(ratios), "ratio-median")
@@ -312,6 +340,8 @@ func benchDrain(b *testing.B, driver drainDriver) {
 			b.ReportMetric(worst(runs), "ci-runs-worst")
 			b.ReportMetric(median(calls), "calls/merge-median")
 			b.ReportMetric(worst(calls), "calls/merge-worst")
+			b.ReportMetric(median(writes), "writes/merge-median")
+			b.ReportMetric(worst(writes), "writes/merge-worst")
 		})
 	}
 }
