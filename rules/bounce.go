@@ -95,8 +95,10 @@ func (b Bounced) onto() string {
 	return b.Base + " and the pull requests ahead of it (" + numberList(b.Ahead, 0) + ")"
 }
 
-// maxSince is how many of Bounced.Since a sentence names, the latest.
-const maxSince = 10
+// maxSince is how many of Bounced.Since a sentence names, the latest:
+// a queue of twenty landed in any order names them all, the one that
+// breaks the base with it among them.
+const maxSince = 20
 
 // numberList is ns as "#1, #2 and #3"; with most > 0, the last most of
 // them, after "N earlier pull requests, ".

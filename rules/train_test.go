@@ -538,15 +538,25 @@ func TestTrainBounceMessage(t *testing.T) {
 		t.Errorf("BounceMessage:\n got  %s\n want %s", got, want)
 	}
 	// The pull requests that landed since its own checks passed: one of
-	// them breaks the base with it (the latest ten named).
+	// them breaks the base with it (the latest twenty named).
 	b = rules.Bounced{Kind: rules.BounceTrainFailure, Detail: `required check "ci" failed`, Base: "main", At: strings.Repeat("ab", 20),
-		Since: []int{1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 13}}
+		Since: []int{20, 19, 17, 4, 2, 3, 1, 11, 7, 8, 9, 10, 13}}
 	got = rules.BounceMessage(b, strings.Repeat("cd", 20), "automerge")
 	want = "mergegate took this pull request out of the merge queue at cdcdcdc because it passed its own checks but failed merged together with main at abababa: " +
-		"required check \"ci\" failed; since its own checks passed, 1 earlier pull request, #2, #3, #4, #5, #7, #8, #9, #10, #11 and #13 landed on main, " +
+		"required check \"ci\" failed; since its own checks passed, #20, #19, #17, #4, #2, #3, #1, #11, #7, #8, #9, #10 and #13 landed on main, " +
 		"and it breaks the base together with one of them. Once that is fixed, add the `automerge` label again."
 	if got != want {
 		t.Errorf("BounceMessage with Since:\n got  %s\n want %s", got, want)
+	}
+	// More than twenty: the earlier ones are counted, not named.
+	var many []int
+	for n := 1; n <= 22; n++ {
+		many = append(many, n)
+	}
+	b.Since = many
+	got = rules.BounceMessage(b, strings.Repeat("cd", 20), "automerge")
+	if !strings.Contains(got, "since its own checks passed, 2 earlier pull requests, #3, #4, ") || !strings.Contains(got, "#21 and #22 landed on main") {
+		t.Errorf("BounceMessage with 22 since:\n got  %s", got)
 	}
 }
 
