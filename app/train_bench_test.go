@@ -2,7 +2,9 @@ package app
 
 import (
 	"fmt"
+	"math/rand"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ type drainRun struct {
 	merged        int
 	callsPerMerge float64
 	culprit       int // the one of the breaking pair taken out
+	later         int // the later of the pair in the queue: the one to take out
 	// writesPerMerge and chargedPerMerge are its content-generating
 	// requests and its calls counted against the primary rate limit, per
 	// merged pull request (as TestWritesPerMergedPRDoNotGrowWithTheQueue).
@@ -49,11 +52,13 @@ func drain(t testing.TB, mode, policyFile string, strict bool) drainRun {
 // drainJitter is how far a jittered drain's CI runs are early or late.
 const drainJitter = ciLength / 3
 
-// drainSeeded is drain with CI runs of random lengths (ciLength plus or
-// minus drainJitter) reporting in a random order, drawn from seed (0: no
-// jitter): results arrive late, early and out of order, as in real time.
-// Groups follow the queue (batch_wait), so the one of the breaking pair
-// taken out is the later in the queue, whichever became ready first.
+// drainSeeded is drain with the pull requests queued in a random order, a
+// second apart, and CI runs of random lengths (ciLength plus or minus
+// drainJitter) reporting in a random order, drawn from seed (0: queued
+// in number order, no jitter): results arrive late, early and out of
+// order, as in real time. Groups follow the queue (batch_wait), so the one
+// of the breaking pair taken out is the later in the queue, whichever
+// became ready first.
 func drainSeeded(t testing.TB, mode, policyFile string, strict bool, seed int64) drainRun {
 	return drainDriven(t, mode, policyFile, strict, seed, stepped)
 }
@@ -93,23 +98,37 @@ func drainDriven(t testing.TB, mode, policyFile string, strict bool, seed int64,
 	for n := 1; n <= drainPRs; n++ {
 		ns = append(ns, n)
 	}
-	h.openLabeled(ns...)
+	queued := slices.Clone(ns)
+	if seed != 0 {
+		rand.New(rand.NewSource(seed)).Shuffle(len(queued), func(i, j int) { queued[i], queued[j] = queued[j], queued[i] })
+		t.Logf("%s: queued in the order %v", mode, queued)
+	}
+	for _, n := range queued {
+		h.openLabeled(n)
+		if seed != 0 {
+			h.clock.Advance(time.Second)
+		}
+	}
 	took := driver(h, h.queueEmpty)
 	h.settle() // the train's branches are deleted after its last landing
-	// Groups follow the queue, so the later of the pair (#12) is the one
-	// taken out, unless #9's own checks finished more than batch_wait
-	// after #12's: #12 was grouped without it, and #9, merged on top of
-	// it, is the one that broke the base.
-	culprit := drainBreaking[0][1]
+	// Groups follow the queue, so the later of the pair is the one taken
+	// out, unless the earlier one's own checks finished more than
+	// batch_wait after the later one's: the later was grouped without it,
+	// and the earlier, merged on top of it, is the one that broke the base.
+	earlier, later := drainBreaking[0][0], drainBreaking[0][1]
+	if slices.Index(queued, earlier) > slices.Index(queued, later) {
+		earlier, later = later, earlier
+	}
+	culprit := later
 	if seed != 0 {
 		if pr, _ := h.gh.PR(testRepo, culprit); pr.Merged {
-			culprit = drainBreaking[0][0]
+			culprit = earlier
 		}
 	}
 	// In a train its author reads that it breaks the base with one of
 	// those that landed since its own checks passed: the other of the
 	// pair among them.
-	other := drainBreaking[0][0] + drainBreaking[0][1] - culprit
+	other := earlier + later - culprit
 	if c := h.comments(culprit); strings.Contains(policyFile, "mode: train") {
 		named := len(c) == 1 && strings.Contains(c[0], "since its own checks passed") &&
 			(strings.Contains(c[0], fmt.Sprintf("#%d,", other)) || strings.Contains(c[0], fmt.Sprintf("#%d ", other)))
@@ -127,7 +146,7 @@ func drainDriven(t testing.TB, mode, policyFile string, strict bool, seed int64,
 	calls, charged := apiCallsCharged(h)
 	per := func(n int) float64 { return float64(n) / float64(len(want)) }
 	return drainRun{mode: mode, ciLengths: float64(took) / float64(ciLength), ciRuns: h.gh.CIRuns(testRepo), merged: len(want),
-		callsPerMerge: per(calls - calls0), writesPerMerge: per(h.gh.Writes(testTenant) - writes0), chargedPerMerge: per(charged - charged0), culprit: culprit}
+		callsPerMerge: per(calls - calls0), writesPerMerge: per(h.gh.Writes(testTenant) - writes0), chargedPerMerge: per(charged - charged0), culprit: culprit, later: later}
 }
 
 // Serial mode on a strict base beside train mode, in one run: the default
@@ -185,8 +204,8 @@ func TestTrainDrainJittered(t *testing.T) {
 		serial := drainSeeded(t, "serial, strict base", "mode: serial\n", true, seed)
 		defaults := drainSeeded(t, "train, the defaults (batch_size 4, parallel 4)", drainTrainDefaults, false, seed)
 		t.Logf("seed %d: train/serial %.2f\n%s", seed, defaults.ciLengths/serial.ciLengths, drainTable(serial, defaults))
-		if defaults.culprit != drainBreaking[0][1] {
-			t.Errorf("seed %d: #%d of the pair was taken out, want #%d, the later in the queue", seed, defaults.culprit, drainBreaking[0][1])
+		if defaults.culprit != defaults.later {
+			t.Errorf("seed %d: #%d of the pair was taken out, want #%d, the later in the queue", seed, defaults.culprit, defaults.later)
 		}
 		if defaults.ciLengths > serial.ciLengths/4 {
 			t.Errorf("seed %d: the default train took %.2f CI lengths, serial strict %.2f: want at most a quarter", seed, defaults.ciLengths, serial.ciLengths)
@@ -306,9 +325,9 @@ func benchDrain(b *testing.B, driver drainDriver) {
 	} {
 		b.Run(m.name, func(b *testing.B) {
 			var ratios, runs, calls, charged, writes []float64
-			var later []int64 // seeds where the earlier of the pair was taken out
+			var earlier []int64 // seeds where the earlier of the pair in the queue was taken out
 			for i := 0; i < b.N; i++ {
-				ratios, runs, calls, charged, writes, later = nil, nil, nil, nil, nil, nil
+				ratios, runs, calls, charged, writes, earlier = nil, nil, nil, nil, nil, nil
 				for _, seed := range drainSeeds {
 					r := drainDriven(b, m.name, m.file, m.strict, seed, driver)
 					if m.strict {
@@ -319,8 +338,8 @@ func benchDrain(b *testing.B, driver drainDriver) {
 					calls = append(calls, r.callsPerMerge)
 					charged = append(charged, r.chargedPerMerge)
 					writes = append(writes, r.writesPerMerge)
-					if r.culprit != drainBreaking[0][1] {
-						later = append(later, seed)
+					if r.culprit != r.later {
+						earlier = append(earlier, seed)
 					}
 				}
 			}
@@ -330,8 +349,8 @@ func benchDrain(b *testing.B, driver drainDriver) {
 			if m.strict {
 				serial[0] = f
 			}
-			b.Logf("%s over seeds %v: ratio to serial strict median %.2f worst %.2f; CI runs median %.0f worst %.0f; calls per merged pull request median %.1f worst %.1f (rate-limited %.1f, %.1f; writes %.2f, %.2f); #%d taken out instead of #%d on seeds %v; CI of a fixed length: %.2f CI lengths, ratio %.3f",
-				m.name, drainSeeds, median(ratios), worst(ratios), median(runs), worst(runs), median(calls), worst(calls), median(charged), worst(charged), median(writes), worst(writes), drainBreaking[0][0], drainBreaking[0][1], later,
+			b.Logf("%s over seeds %v: ratio to serial strict median %.2f worst %.2f; CI runs median %.0f worst %.0f; calls per merged pull request median %.1f worst %.1f (rate-limited %.1f, %.1f; writes %.2f, %.2f); the earlier of the pair in the queue taken out on seeds %v; CI of a fixed length: %.2f CI lengths, ratio %.3f",
+				m.name, drainSeeds, median(ratios), worst(ratios), median(runs), worst(runs), median(calls), worst(calls), median(charged), worst(charged), median(writes), worst(writes), earlier,
 				f.ciLengths, f.ciLengths/serial[0].ciLengths)
 			b.ReportMetric(f.ciLengths/serial[0].ciLengths, "ratio-fixed")
 			b.ReportMetric(median(ratios), "ratio-median")
