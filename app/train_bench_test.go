@@ -256,21 +256,15 @@ func TestTrainDrainRunningClock(t *testing.T) {
 		drainSeeds[0], r.ciLengths, r.ciRuns, r.callsPerMerge, r.culprit)
 }
 
-// apiCalls counts the requests to GitHub's API as production makes them:
-// minting installation tokens is left out (in production one lasts an
-// hour; on a harness clock behind the wall clock ghinstallation reads,
-// every request mints one first), and so are requests refused 401 (an
-// expired token: ghinstallation refreshes by the wall clock, a minute
-// before expiry, but the harness's clock may run ahead of it; the
-// request is sent again, and that one is counted).
-func apiCalls(h *harness) int {
-	n, _ := apiCallsCharged(h)
-	return n
-}
-
-// apiCallsCharged is apiCalls, and how many of them count against the
-// installation's primary rate limit: a conditional request answered 304
-// does not (GitHub's "Best practices for using the REST API").
+// apiCallsCharged counts the requests to GitHub's API as production makes
+// them, and how many of them count against the installation's primary
+// rate limit: a conditional request answered 304 does not (GitHub's "Best
+// practices for using the REST API"). Minting installation tokens is left
+// out (in production one lasts an hour; on a harness clock behind the
+// wall clock ghinstallation reads, every request mints one first), and so
+// are requests refused 401 (an expired token: ghinstallation refreshes by
+// the wall clock, a minute before expiry, but the harness's clock may run
+// ahead of it; the request is sent again, and that one is counted).
 func apiCallsCharged(h *harness) (calls, charged int) {
 	for _, c := range h.gh.Calls() {
 		if c.Route != fakegithub.RouteCreateToken && c.Status != http.StatusUnauthorized {
