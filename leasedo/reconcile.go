@@ -8,7 +8,7 @@ import (
 
 // Fix is one thing reconcile repaired, as listed in results.fixed.
 type Fix struct {
-	Fix      string `json:"fix"` // duplicate_removed, bounced_removed, corrupt_removed, joined, left, reevaluated, rebuilt
+	Fix      string `json:"fix"` // duplicate_removed, bounced_removed, corrupt_removed, joined, left, reevaluated
 	PRNumber int    `json:"prNumber"`
 	PRSha    string `json:"prSha,omitempty"`
 	Detail   string `json:"detail,omitempty"`
