@@ -45,6 +45,13 @@ func ConvertManifest(ctx context.Context, client *http.Client, baseURL, code str
 	req.Header.Set("User-Agent", "mergegate")
 	resp, err := client.Do(req)
 	if err != nil {
+		// A *url.Error names the URL, and the URL holds the code, which is
+		// worth the App's private key for an hour: say what failed
+		// without it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return app, fmt.Errorf("GitHub cannot be reached: %w", err)
 	}
 	defer resp.Body.Close()
