@@ -137,6 +137,28 @@ func hostGuard(adminAddr string, next http.Handler) http.Handler {
 	})
 }
 
+// What an operator's action may say: who (the audit log's by) and why (a
+// freeze's message, a move's or removal's why), which go to the store,
+// the log, check runs and a pull request's comment.
+const (
+	maxAdminBy   = 100
+	maxAdminText = 1000
+)
+
+// tooLong answers 400 when an operator's by or text is longer than it may
+// be.
+func tooLong(w http.ResponseWriter, by, text, textField string) bool {
+	switch {
+	case len(by) > maxAdminBy:
+		badRequest(w, &leasedo.FieldError{Field: "by", Msg: fmt.Sprintf("is %d bytes, at most %d", len(by), maxAdminBy)})
+		return true
+	case len(text) > maxAdminText:
+		badRequest(w, &leasedo.FieldError{Field: textField, Msg: fmt.Sprintf("is %d bytes, at most %d", len(text), maxAdminText)})
+		return true
+	}
+	return false
+}
+
 func clipString(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -58,6 +58,8 @@ func readQueueAction(w http.ResponseWriter, r *http.Request) (req queueActionReq
 	case req.By == "":
 		badRequest(w, &leasedo.FieldError{Field: "by", Msg: "is required: who acts goes to the audit log"})
 		return req, form, false
+	case tooLong(w, req.By, req.Why, "why"):
+		return req, form, false
 	}
 	return req, form, true
 }

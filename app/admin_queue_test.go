@@ -51,6 +51,18 @@ func TestQueueActions(t *testing.T) {
 	if code := postJSON(t, h.admin+"/queue/move", map[string]any{"tenant": testTenant, "repo": testRepo, "pr": 3, "to": "back"}, &ans); code != 400 || ans["field"] != "by" {
 		t.Fatalf("a move without by: %d %v", code, ans)
 	}
+	// What the operator says is bounded: it goes to the store, the log and
+	// a removed pull request's comment. Refused, the queue is as it was.
+	if code := postJSON(t, h.admin+"/queue/remove", map[string]any{"tenant": testTenant, "repo": testRepo, "pr": 3, "by": "ana", "why": strings.Repeat("w", 1001)}, &ans); code != 400 || ans["field"] != "why" {
+		t.Fatalf("a removal with a 1001-byte why: %d %v", code, ans)
+	}
+	if code := postJSON(t, h.admin+"/queue/move", map[string]any{"tenant": testTenant, "repo": testRepo, "pr": 3, "to": "back", "by": strings.Repeat("a", 101)}, &ans); code != 400 || ans["field"] != "by" {
+		t.Fatalf("a move by a 101-byte name: %d %v", code, ans)
+	}
+	h.settle()
+	if got := h.order(); !slices.Equal(got, []int{3, 1, 2}) {
+		t.Fatalf("after two refused actions: %v", got)
+	}
 	if code := postJSON(t, h.admin+"/queue/retry", map[string]any{"tenant": testTenant, "repo": testRepo, "pr": 1, "by": "ana"}, &ans); code != 404 {
 		t.Fatalf("retry of an entry that is not blocked: %d %v", code, ans)
 	}

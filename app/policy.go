@@ -79,6 +79,8 @@ func (a *admin) freeze(frozen bool) http.HandlerFunc {
 		case frozen && req.Message == "":
 			badRequest(w, &leasedo.FieldError{Field: "message", Msg: "is required: every check run of the frozen queue shows it"})
 			return
+		case tooLong(w, req.By, req.Message, "message"):
+			return
 		}
 		p := a.cfg.Policies()
 		if p == nil {

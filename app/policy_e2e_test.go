@@ -106,6 +106,9 @@ func TestPolicyFileEndToEnd(t *testing.T) {
 	if code := postJSON(t, h.admin+"/freeze", map[string]string{"tenant": testTenant, "repo": testRepo, "by": "alice"}, &ans); code != http.StatusBadRequest || ans["field"] != "message" {
 		t.Errorf("POST /freeze without a message: %d %v", code, ans)
 	}
+	if code := postJSON(t, h.admin+"/freeze", map[string]string{"tenant": testTenant, "repo": testRepo, "by": "alice", "message": strings.Repeat("m", 1001)}, &ans); code != http.StatusBadRequest || ans["field"] != "message" {
+		t.Errorf("POST /freeze with a 1001-byte message: %d %v", code, ans)
+	}
 	h.pass(sha2)
 	h.settle()
 	if len(h.merges()) != 1 {
