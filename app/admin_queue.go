@@ -105,7 +105,7 @@ func (a *admin) queueAction(verb string) http.HandlerFunc {
 			return
 		}
 		a.cfg.Logger.Info().Str("tenant", req.Tenant).Str("repo", req.Repo).Int("pr", req.PR).Str("by", req.By).
-			Str("why", req.Why).Str("to", req.To).Bool("changed", changed).Msg("queue " + verb + " from the admin API")
+			Str("reason", req.Why).Str("to", req.To).Bool("changed", changed).Msg("queue " + verb + " from the admin API")
 		a.kick(req.Key)
 		if form {
 			http.Redirect(w, r, "/repos/"+url.PathEscape(req.Tenant)+"/"+escapeRepo(req.Repo), http.StatusSeeOther)

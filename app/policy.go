@@ -97,7 +97,7 @@ func (a *admin) freeze(frozen bool) http.HandlerFunc {
 			verb = "frozen"
 		}
 		if changed {
-			a.cfg.Logger.Info().Str("tenant", req.Tenant).Str("repo", req.Repo).Str("branch", req.Branch).Str("by", req.By).
+			a.cfg.Logger.Info().Str("tenant", req.Tenant).Str("repo", req.Repo).Str("base", req.Branch).Str("by", req.By).
 				Str("message", req.Message).Msg("queue " + verb + " from the admin API")
 		}
 		a.kick(req.Key) // every check run says it now

@@ -261,7 +261,7 @@ func (b *writeBudget) take(c WriteClass) error {
 			b.held = now
 			minute, hour := b.limitsLocked()
 			b.log.Warn().Str("tenant", b.tenant).Str("class", c.String()).Int("sent_last_hour", len(b.sent)).
-				Int("per_minute", minute).Int("per_hour", hour).Time("next_at", at).Dur("wait", at.Sub(now)).
+				Int("per_minute", minute).Int("per_hour", hour).Time("next_at", at).Int64("wait_ms", at.Sub(now).Milliseconds()).
 				Msg("GitHub writes held back to stay within the installation's write budget (GitHub allows 80 a minute, 500 an hour); landing goes first, check-run titles last")
 		}
 		b.heldN++
@@ -271,7 +271,7 @@ func (b *writeBudget) take(c WriteClass) error {
 	b.byClass[c]++
 	if !b.held.IsZero() && !b.allowedAtLocked(ClassCosmetic, now).After(now) {
 		// Every class goes out again: said once, as the holding was.
-		b.log.Info().Str("tenant", b.tenant).Dur("held_for", now.Sub(b.held)).Int("held_back", b.heldN).
+		b.log.Info().Str("tenant", b.tenant).Int64("held_for_ms", now.Sub(b.held).Milliseconds()).Int("held_back", b.heldN).
 			Msg("GitHub writes go out again")
 		b.held, b.heldN = time.Time{}, 0
 	}

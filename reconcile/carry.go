@@ -33,7 +33,7 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 			return false, 0, err
 		}
 		if changed {
-			log.Debug().Str("status", a.Status).Func(strIf("reason", a.Reason)).Msg("waits")
+			log.Debug().Str("state", a.Status).Func(strIf("reason", a.Reason)).Msg("waits")
 		}
 		if a.Retry {
 			handled[it.PRNumber] = true

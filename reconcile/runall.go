@@ -274,7 +274,7 @@ func (s *tenantStops) stop(r *Reconciler, tenant, why string) {
 	s.stopped[tenant] = true
 	s.mu.Unlock()
 	if first {
-		r.log.Warn().Str("tenant", tenant).Str("why", why).
+		r.log.Warn().Str("tenant", tenant).Str("reason", why).
 			Msg("rate limit low: this installation's remaining resyncs wait for the next pass")
 	}
 }
