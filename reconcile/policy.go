@@ -238,13 +238,13 @@ func (p *Policies) Refresh(ctx context.Context, k leasedo.Key, force bool) (poli
 			}
 			if len(problems) > 0 {
 				next.Problems, next.BadSHA = problems, f.SHA
-				log.Warn().Str("file", name).Str("sha", forge.ShortSHA(f.SHA)).Int("problems", len(problems)).
+				log.Warn().Str("file", name).Str("blob_sha", forge.ShortSHA(f.SHA)).Int("problems", len(problems)).
 					Str("problem", problems[0].String()).Str("in_force", inForce(cur)).
 					Msg("the repository's policy file has problems: mergegate keeps the policy in force until the file is fixed; its check runs and the dashboard say where")
 			} else {
 				next = policy.Effective{Source: source, File: name, SHA: f.SHA, Config: file, Defaults: p.defaults}
 				content = string(f.Content)
-				log.Info().Str("file", name).Str("sha", forge.ShortSHA(f.SHA)).Str("source", source).Msg("policy read")
+				log.Info().Str("file", name).Str("blob_sha", forge.ShortSHA(f.SHA)).Str("source", source).Msg("policy read")
 			}
 		}
 	}
