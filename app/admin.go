@@ -244,7 +244,7 @@ func (a *admin) reconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// The answer still lists what was fixed before the error.
-		a.cfg.Logger.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("reconcile")
+		a.cfg.Logger.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("reconcile from the admin API failed part-way; the answer lists what it fixed, and the cron tries again")
 		writeJSON(w, http.StatusBadGateway, map[string]any{"error": err.Error(), "results": ans.Results, "queueLength": ans.QueueLength, "eventCount": ans.EventCount})
 		return
 	}

@@ -403,7 +403,7 @@ func (a *App) webhookHandler(secrets string, eng *Engine) (http.Handler, error) 
 		OnStored: func(d leasedo.Delivery) {
 			if rec != nil {
 				if err := rec.Record(d); err != nil {
-					a.log.Error().Err(err).Str("delivery", d.ID).Msg("record delivery")
+					a.log.Error().Err(err).Str("delivery", d.ID).Msg("writing the delivery to the --record folder failed; it is stored and applied all the same")
 				}
 			}
 			eng.Kick(leasedo.Key{Tenant: d.Tenant, Repo: d.Repo})
@@ -529,7 +529,7 @@ func (a *App) closeStore() {
 	a.closeOnce.Do(func() {
 		a.Inbox.Close()
 		if err := a.DB.Close(); err != nil {
-			a.log.Error().Err(err).Msg("close database")
+			a.log.Error().Err(err).Msg("closing the database failed")
 		}
 		a.unlock()
 	})

@@ -537,7 +537,7 @@ func escapeRepo(repo string) string {
 }
 
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
-	d.cfg.Logger.Error().Err(err).Str("path", r.URL.Path).Msg("dashboard")
+	d.cfg.Logger.Error().Err(err).Str("path", r.URL.Path).Msg("a dashboard page failed and answered 500")
 	if wantJSON(r) || strings.HasSuffix(r.URL.Path, ".json") {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error; see the server log"})
 		return

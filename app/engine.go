@@ -404,7 +404,7 @@ func (e *Engine) Prune(ctx context.Context) {
 	now := e.clock.Now()
 	n, err := e.store.Prune(ctx, now.Add(-e.cfg.Retention))
 	if err != nil {
-		e.log.Error().Err(err).Msg("prune deliveries")
+		e.log.Error().Err(err).Msg("pruning processed deliveries failed; the next pass tries again")
 		return
 	}
 	bodies, err := e.store.DropBodies(ctx, now.Add(-e.cfg.BodyRetention))
@@ -448,13 +448,13 @@ func (e *Engine) sync(k leasedo.Key) time.Duration {
 			return minRetry(retry, heldRetry(le))
 		}
 		if ctx.Err() == nil {
-			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("acquire lease")
+			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("taking the repository's lease failed; the repository is synced again in a second")
 		}
 		return minRetry(retry, time.Second)
 	}
 	defer func() {
 		if _, err := e.store.Release(context.WithoutCancel(ctx), l); err != nil {
-			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("release lease")
+			e.log.Error().Err(err).Str("tenant", k.Tenant).Str("repo", k.Repo).Msg("giving the repository's lease back failed; it lapses after --lease-ttl")
 		}
 	}()
 	wait, err := e.syncer.Sync(ctx, l)
