@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/reconcile"
@@ -38,7 +39,7 @@ type Metrics struct {
 // a fresh registry.
 func NewMetrics() *Metrics {
 	r := prometheus.NewRegistry()
-	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
 		Registry: r,
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mergegate_deliveries_total",

@@ -34,7 +34,6 @@ var (
 	drainPRs      = 20
 	drainBad      = []int{6, 15}
 	drainBreaking = [][2]int{{9, 12}}
-	drainMerged   = 20 - 3 // every one but the two bad ones and the second of the pair
 	// The trains of the benchmark: the defaults, and groups of one,
 	// twenty at once, each pull request tested with those ahead of it as
 	// GitHub's merge queue builds them.

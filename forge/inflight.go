@@ -118,12 +118,6 @@ func (s *slots) setLimit(n int) {
 	s.mu.Unlock()
 }
 
-func (s *slots) size() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.limit
-}
-
 func (s *slots) grantLocked() {
 	for s.used < s.limit && s.waiters.Len() > 0 {
 		close(s.waiters.Remove(s.waiters.Front()).(chan struct{}))

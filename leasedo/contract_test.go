@@ -191,7 +191,7 @@ func TestLeaseJudgedOnTheDatabasesClock(t *testing.T) {
 			t.Fatalf("PostgreSQL store's clock is %T, want the server's", s.clock)
 		}
 		c.offset.Store(int64(time.Hour)) // as if this replica's clock were an hour behind the server's
-		if d := s.now().Sub(time.Now()); d < 59*time.Minute {
+		if d := time.Until(s.now()); d < 59*time.Minute {
 			t.Fatalf("clock with an offset of 1h reads %s from the system clock", d)
 		}
 		if err := c.measure(context.Background(), db); err != nil {
