@@ -84,6 +84,19 @@ func (a *admin) queueAction(verb string) http.HandlerFunc {
 			a.fail(w, err)
 			return
 		}
+		// Released whatever happens: a client that hangs up or an action
+		// that panics would otherwise hold the repository's deliveries
+		// and syncs back for a lease TTL.
+		release := func() error {
+			_, err := s.Release(context.WithoutCancel(ctx), l)
+			l = nil
+			return err
+		}
+		defer func() {
+			if l != nil {
+				release() //nolint:errcheck // a panic is on its way
+			}
+		}()
 		changed := true
 		switch verb {
 		case "move":
@@ -93,7 +106,7 @@ func (a *admin) queueAction(verb string) http.HandlerFunc {
 		case "retry":
 			err = s.RetryBlocked(ctx, l, req.PR, req.By)
 		}
-		if _, rerr := s.Release(ctx, l); rerr != nil && err == nil {
+		if rerr := release(); rerr != nil && err == nil {
 			err = rerr
 		}
 		if errors.Is(err, leasedo.ErrNotQueued) {
