@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"gopkg.in/yaml.v3"
 
 	"github.com/mergegate/mergegate/app"
@@ -52,7 +54,7 @@ var serveSettings = []setting{
 	{"replica", "MERGEGATE_REPLICA", "", "this process's name among several replicas on one PostgreSQL database: in leases (held_by), logs and GitHub's User-Agent (default HOST-PID)"},
 	{"log-format", "MERGEGATE_LOG_FORMAT", "json", "json, or console for people"},
 	{"log-level", "MERGEGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
-	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags; flags and environment win"},
+	{"config", "MERGEGATE_CONFIG", "", "YAML file (TOML if named *.toml) with the same keys as the flags; flags and environment win"},
 }
 
 // allSettings are every command's settings (a config file may hold any).
@@ -285,14 +287,20 @@ func flagError(cmd string, err error) error {
 
 var flagValueError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-+([a-z0-9-]+): (.*)$`)
 
-// readConfigFile reads a YAML map whose keys are flag names.
+// readConfigFile reads a map whose keys are flag names: TOML when the
+// file's name ends in .toml, else YAML.
 func readConfigFile(path string, list []setting) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
 	var raw map[string]any
-	if err := yaml.Unmarshal(b, &raw); err != nil {
+	if strings.EqualFold(filepath.Ext(path), ".toml") {
+		err = toml.Unmarshal(b, &raw)
+	} else {
+		err = yaml.Unmarshal(b, &raw)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	// One config file may serve every command: a key of another

@@ -122,6 +122,39 @@ lease-dead: 60s
 	}
 }
 
+// A file named *.toml is TOML, with the same keys and the same rules.
+func TestConfigFileInTOML(t *testing.T) {
+	clearEnv(t)
+	p := filepath.Join(t.TempDir(), "mergegate.toml")
+	body := "addr = \":7001\"\napp-id = 12345\nprivate-key = \"/etc/mergegate/app.pem\"\nlease-ttl = \"20s\"\nauto-merge-trigger = true\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := parse(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.appConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != ":7001" || c.AppID != 12345 || c.LeaseTTL != 20*time.Second || !c.AutoMerge {
+		t.Fatalf("config = %+v", c)
+	}
+	for body, want := range map[string]string{
+		"merge-methd = \"squash\"\n":        "unknown keys merge-methd",
+		"webhook-secret = [\"a\", \"b\"]\n": "single value",
+		"addr = \":7001\n":                  "--config " + p,
+	} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parse(t, "--config", p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", body, err, want)
+		}
+	}
+}
+
 func TestConfigFileRefusesUnknownKeys(t *testing.T) {
 	clearEnv(t)
 	for name, body := range map[string]string{

@@ -31,7 +31,7 @@ var replaySettings = []setting{
 	{"trigger-label", "MERGEGATE_TRIGGER_LABEL", "automerge", "--offline: label that puts a PR in the queue; empty turns the label trigger off"},
 	{"auto-merge-trigger", "MERGEGATE_AUTO_MERGE_TRIGGER", "true", "--offline: GitHub auto-merge puts a PR in the queue"},
 	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "--offline: merge, squash or rebase"},
-	{"config", "MERGEGATE_CONFIG", "", "YAML file with the same keys as the flags"},
+	{"config", "MERGEGATE_CONFIG", "", "YAML file (TOML if named *.toml) with the same keys as the flags"},
 }
 
 // replayBools are the replay flags that take no value.
