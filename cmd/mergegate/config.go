@@ -44,7 +44,7 @@ var serveSettings = []setting{
 	{"auto-merge-trigger", "MERGEGATE_AUTO_MERGE_TRIGGER", "true", "GitHub auto-merge puts a PR in the queue"},
 	{"merge-method", "MERGEGATE_MERGE_METHOD", "merge", "merge, squash or rebase: used where the repository allows it, else the first method it allows"},
 	{"check-timeout", "MERGEGATE_CHECK_TIMEOUT", "1h", "a queued PR whose required checks have not concluded this long after its push is bounced; 0 waits forever"},
-	{"record", "MERGEGATE_RECORD", "", "write every accepted delivery into this folder (for replay)"},
+	{"record", "MERGEGATE_RECORD", "", "write every delivery it stores into this folder, a redelivered id once (for replay)"},
 	{"retention", "MERGEGATE_RETENTION", "72h", "how long processed deliveries are kept before they are pruned"},
 	{"body-retention", "MERGEGATE_BODY_RETENTION", "24h", "how long the payloads of applied deliveries are kept (their rows, events and audit stay for --retention; at most --retention)"},
 	{"redeliver-budget", "MERGEGATE_REDELIVER_BUDGET", strconv.Itoa(app.DefaultRedeliverBudget), "most redeliveries of failed webhook deliveries asked of GitHub per cron pass; 0 turns the sweep off"},
