@@ -3,6 +3,9 @@ package forge
 import (
 	"fmt"
 	"sort"
+	"strconv"
+
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // outcome of one check.
@@ -126,9 +129,9 @@ func EvaluateGate(req Required, results []CheckResult, suites []CheckSuite) Verd
 			}
 		}
 		if len(found) == 0 {
-			reason := fmt.Sprintf("waiting for %s %q, which has not reported yet", noun, name)
+			reason := fmt.Sprintf("waiting for %s %s, which has not reported yet", noun, checkName(name))
 			if explicit && bound && reportedByOthers(latest, name) {
-				reason = fmt.Sprintf("waiting for required check %q from GitHub App %d: another App or a status reported it, which does not count", name, appID)
+				reason = fmt.Sprintf("waiting for required check %s from GitHub App %d: another App or a status reported it, which does not count", checkName(name), appID)
 			}
 			wait(name, reason)
 			continue
@@ -136,9 +139,9 @@ func EvaluateGate(req Required, results []CheckResult, suites []CheckSuite) Verd
 		for _, r := range found {
 			switch outcome(r) {
 			case failed:
-				return Verdict{Result: GateFailure, Reason: fmt.Sprintf("%s %q concluded %s", noun, name, r.Conclusion)}
+				return Verdict{Result: GateFailure, Reason: fmt.Sprintf("%s %s concluded %s", noun, checkName(name), r.Conclusion)}
 			case waiting:
-				wait(name, fmt.Sprintf("waiting for %s %q", noun, name))
+				wait(name, fmt.Sprintf("waiting for %s %s", noun, checkName(name)))
 			}
 		}
 	}
@@ -146,10 +149,10 @@ func EvaluateGate(req Required, results []CheckResult, suites []CheckSuite) Verd
 		return Verdict{Result: GatePending, Reason: firstReason, Waiting: append(waitingFor, suitesWaiting...)}
 	}
 	if len(suitesWaiting) > 0 {
-		return Verdict{Result: GatePending, Reason: fmt.Sprintf("waiting for the checks of GitHub App %q", suitesWaiting[0]), Waiting: suitesWaiting}
+		return Verdict{Result: GatePending, Reason: fmt.Sprintf("waiting for the checks of GitHub App %s", checkName(suitesWaiting[0])), Waiting: suitesWaiting}
 	}
 	if len(required) == 1 {
-		return Verdict{Result: GateSuccess, Reason: fmt.Sprintf("%s %q passed", noun, required[0])}
+		return Verdict{Result: GateSuccess, Reason: fmt.Sprintf("%s %s passed", noun, checkName(required[0]))}
 	}
 	return Verdict{Result: GateSuccess, Reason: fmt.Sprintf("all %d %ss passed", len(required), noun)}
 }
@@ -195,3 +198,9 @@ func outcome(r CheckResult) int {
 		return waiting
 	}
 }
+
+// checkName is a check's (or status's, or App's) name quoted in a gate's
+// reason, which goes into comments and check run summaries: whoever
+// names a check (a fork's workflow) must not mention, link or reference
+// anyone there.
+func checkName(name string) string { return lifecycle.Inert(strconv.Quote(name)) }

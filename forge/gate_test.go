@@ -2,6 +2,8 @@ package forge_test
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +159,27 @@ func TestEvaluateGate(t *testing.T) {
 				t.Errorf("EvaluateGate = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A check's name is whoever wrote the workflow's choice, a fork's author
+// included; the gate's reason quotes it into comments and check run
+// summaries, where it must not mention, link or reference anyone.
+func TestGateReasonQuotesNamesInert(t *testing.T) {
+	hostile := "@acme/security-team see [fix](https://evil.example) #1"
+	for _, results := range [][]forge.CheckResult{
+		{done(hostile, "failure")},
+		{run(hostile, "in_progress", "")},
+	} {
+		got := forge.EvaluateGate(forge.Required{}, results, nil)
+		for _, live := range []string{"@acme", "](", "https://", "#1"} {
+			if strings.Contains(got.Reason, live) {
+				t.Errorf("%s: reason %q holds %q", got.Result, got.Reason, live)
+			}
+		}
+		if plain := strings.ReplaceAll(got.Reason, "\u200b", ""); !strings.Contains(plain, strconv.Quote(hostile)) {
+			t.Errorf("%s: reason %q does not read as the name", got.Result, got.Reason)
+		}
 	}
 }
 

@@ -173,7 +173,7 @@ func BounceMessage(b Bounced, sha, triggerLabel string) string {
 func quoteList(names []string) string {
 	q := make([]string, len(names))
 	for i, n := range names {
-		q[i] = quote(n)
+		q[i] = lifecycle.Inert(quote(n)) // names a fork's workflow may choose
 	}
 	switch len(q) {
 	case 0:
