@@ -368,11 +368,21 @@ func (r *Reconciler) joinMissing(ctx context.Context, l *leasedo.Lease, prs []fo
 	var fixes []leasedo.Fix
 	for _, m := range joins {
 		rank, name := policy.PriorityOf(r.syncer.policies.Get(k).Config.PriorityLabels, m.pr.Labels)
-		res, err := r.store.Join(ctx, l, m.pr.Number, leasedo.Details{Sha: m.pr.HeadSHA, Base: m.pr.BaseRef, QueuedAt: m.at.UnixMilli(),
+		d := leasedo.Details{Sha: m.pr.HeadSHA, Base: m.pr.BaseRef, QueuedAt: m.at.UnixMilli(),
 			MergeMethod: m.pr.AutoMergeMethod, Priority: &rank, PriorityName: name,
-			Reason: "resync: eligible on GitHub but not queued (" + m.source + ")"})
+			Reason: "resync: eligible on GitHub but not queued (" + m.source + ")"}
+		held := r.forkUnconsented(k, m.pr)
+		if held {
+			d.Consent = leasedo.ConsentPending
+		}
+		res, err := r.store.Join(ctx, l, m.pr.Number, d)
 		if err != nil {
 			return fixes, err
+		}
+		if res == leasedo.ResultJoined && held {
+			if _, err := r.store.SetConsent(ctx, l, m.pr.Number, leasedo.NoConsent, forkResyncNote); err != nil {
+				return fixes, err
+			}
 		}
 		if res == leasedo.ResultJoined {
 			fixes = append(fixes, leasedo.Fix{Fix: FixJoined, PRNumber: m.pr.Number, PRSha: m.pr.HeadSHA,
@@ -474,3 +484,17 @@ func (r *Reconciler) takePriority(ctx context.Context, l *leasedo.Lease, it leas
 	_, err := r.store.SetPriority(ctx, l, it.PRNumber, rank, name)
 	return err
 }
+
+// forkUnconsented reports whether pr, found eligible but not queued, joins
+// held for a writer's consent: its head is a fork's, which anyone the
+// fork's owner lets in may have pushed after a writer's label, and the
+// label's time says nothing of the head's. GitHub's auto-merge is
+// different: GitHub disables it when someone who may not write pushes, so
+// a pull request it triggers has a head a writer consented to.
+func (r *Reconciler) forkUnconsented(k leasedo.Key, pr forge.PR) bool {
+	return pr.Fork && !(r.optionsOf(k).AutoMergeTrigger && pr.AutoMerge)
+}
+
+// forkResyncNote is why a fork's pull request the resync queued is held.
+const forkResyncNote = "mergegate found it labelled without having seen it queued (a delivery was lost, or its database), " +
+	"and cannot tell whether this head of its fork was pushed before or after the label"

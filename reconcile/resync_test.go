@@ -312,3 +312,46 @@ func TestGoneRepository(t *testing.T) {
 		t.Errorf("summary = %+v, want 1 gone, 2 reconciled", sum)
 	}
 }
+
+// A fork's pull request the resync finds labelled but not queued (its
+// label's delivery lost, or the database) joins held: anyone the fork's
+// owner lets in may have pushed its head after a writer's label, and
+// nothing GitHub says of the label tells. A branch of the repository
+// (pushed by someone who may write) and a fork's pull request GitHub's
+// auto-merge triggers (GitHub disables it on a push by someone who may not
+// write) join as before. A writer's @mergegate queue lets the held one go.
+func TestResyncHoldsAForksLabelledPullRequest(t *testing.T) {
+	e := newEnv(t)
+	e.gh.AddRepo(tenant, app, "main")
+	fork := e.gh.AddPR(app, fakegithub.PR{Number: 1, Fork: true, Labels: []string{"automerge"}})
+	own := e.gh.AddPR(app, fakegithub.PR{Number: 2, Labels: []string{"automerge"}})
+	auto := e.gh.AddPR(app, fakegithub.PR{Number: 3, Fork: true, AutoMerge: true})
+	for _, pr := range []fakegithub.PR{fork, own, auto} {
+		e.gh.SetCheckRun(app, pr.HeadSHA, "ci", "completed", "success")
+	}
+	if err := e.store.Track(e.ctx, e.key(app)); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(app)
+	merged := func() (ns []int) {
+		for _, m := range e.gh.Merges() {
+			ns = append(ns, m.PRNumber)
+		}
+		return ns
+	}
+	if got := merged(); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("merged %v, want #2 and #3 (not the fork's labelled #1)", got)
+	}
+	if got := e.lastTitle(fork.HeadSHA); !strings.Contains(got, "no writer consented to this head") || !strings.Contains(got, "pushed before or after the label") {
+		t.Errorf("#1's title = %q, want the hold and why", got)
+	}
+	_, err := e.store.ProcessEvent(e.ctx, leasedo.Event{EventType: "issue_comment", Tenant: tenant, Repo: app, Action: "created", Op: leasedo.OpJoin,
+		PRNumber: 1, Details: &leasedo.Details{Sha: fork.HeadSHA, Base: "main", Consent: leasedo.ConsentGiven}}, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.settle(app)
+	if got := merged(); !slices.Equal(got, []int{2, 3, 1}) {
+		t.Fatalf("merged %v after a writer's consent, want #1 too", got)
+	}
+}
