@@ -222,7 +222,8 @@ func isProtectionRefusal(status int, msg string) bool {
 // MergeBranch merges head (a branch or a sha) into branch base (POST
 // /repos/{owner}/{repo}/merges): 201 with the new merge commit, 204
 // (UpToDate) when head is already in base. A conflict is
-// ErrMergeConflict; a base or head that is not there is ErrNotFound (404
+// ErrMergeConflict; base's protection or rules refusing the App is a
+// *ProtectedBranchError; a base or head that is not there is ErrNotFound (404
 // "Base does not exist" / "Head does not exist").
 func (c *Client) MergeBranch(ctx context.Context, tenant, repo, base, head, message string) (MergeResult, error) {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.merge", tenant, repo)
@@ -237,7 +238,16 @@ func (c *Client) MergeBranch(ctx context.Context, tenant, repo, base, head, mess
 	commit, resp, err := in.gh.Repositories.Merge(ctx, owner, name, req)
 	if err != nil {
 		err = cl.classify(ctx, err, false)
-		if ae := asAPIError(err); ae != nil && ae.Status == http.StatusConflict {
+		ae := asAPIError(err)
+		switch {
+		case ae == nil:
+		case isProtectionRefusal(ae.Status, ae.Message):
+			// A merge is a push to base (GitHub: "the same thing as
+			// merging and then pushing"): its rules may refuse the App,
+			// with 409 too. That is the operator's to fix, not a
+			// conflict of the pull request's.
+			return MergeResult{}, &ProtectedBranchError{Repo: repo, Branch: base, Status: ae.Status, Message: ae.Message}
+		case ae.Status == http.StatusConflict:
 			return MergeResult{}, fmt.Errorf("%w: %w", ErrMergeConflict, err)
 		}
 		return MergeResult{}, err

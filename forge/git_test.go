@@ -177,6 +177,14 @@ func TestGitCallsSortGitHubAnswers(t *testing.T) {
 		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !errors.Is(err, forge.ErrMergeConflict) || forge.IsRetryable(err) {
 			t.Errorf("409: %v", err)
 		}
+		for _, status := range []int{409, 403} {
+			g.set(status, errBody("Repository rule violations found"))
+			_, err := c.MergeBranch(ctx, tenant, repo, "b", "h", "")
+			var pe *forge.ProtectedBranchError
+			if !errors.As(err, &pe) || pe.Branch != "b" || errors.Is(err, forge.ErrMergeConflict) {
+				t.Errorf("%d, a ruleset's refusal: %v, want a ProtectedBranchError, not a conflict", status, err)
+			}
+		}
 		g.set(404, errBody("Head does not exist"))
 		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("404: %v", err)
