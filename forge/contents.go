@@ -42,9 +42,10 @@ var ErrFileTooLarge = errors.New("file too large")
 // installation can see (an organisation's .github repository the App is
 // not installed on). A file over MaxFileSize is found, with an error
 // wrapping ErrFileTooLarge: the size counted is the bytes received, not
-// the size GitHub's JSON declares; over 1 MB GitHub answers 403 (errors
-// code too_large) under the default media type, and the file's sha and
-// size are read from its directory's listing. The request is conditional
+// the size GitHub's JSON declares. Over 1 MB GitHub answers the file
+// with encoding "none" and no content (older servers: 403, errors code
+// too_large, and the file's sha and size are read from its directory's
+// listing). The request is conditional
 // like every GET (the ETag cache): an unchanged file costs no rate-limit
 // point.
 func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f File, found bool, err error) {
@@ -67,6 +68,12 @@ func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f Fil
 		return File{}, true, fmt.Errorf("%s: %s: %w", repo, path, ErrNotAFile)
 	}
 	f = File{Repo: repo, Path: fc.GetPath(), SHA: fc.GetSHA(), HTMLURL: fc.GetHTMLURL(), Size: fc.GetSize()}
+	if fc.GetEncoding() == "none" {
+		// GitHub's answer for a file over 1 MB today: the file, with its
+		// sha and size, and an empty content (PyGithub#2433).
+		return f, true, fmt.Errorf("%s: %s is %d bytes, more than 1 MB (GitHub sends it only as raw media; mergegate reads at most %d bytes): %w",
+			repo, path, f.Size, MaxFileSize, ErrFileTooLarge)
+	}
 	text, err := fc.GetContent() // base64, as GitHub sends it (with newlines)
 	if err != nil {
 		return File{}, true, fmt.Errorf("%s: %s: decoding GitHub's content: %w", repo, path, err)

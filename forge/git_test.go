@@ -52,14 +52,15 @@ func (g *gitAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, g.body)
 }
 
-// splitTransport sends the git and merges requests to git, the others on.
+// splitTransport sends the git, merges and contents requests to git, the
+// others on.
 type splitTransport struct {
 	git  *url.URL
 	next http.RoundTripper
 }
 
 func (t splitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.Contains(req.URL.Path, "/git/") || strings.HasSuffix(req.URL.Path, "/merges") {
+	if strings.Contains(req.URL.Path, "/git/") || strings.HasSuffix(req.URL.Path, "/merges") || strings.Contains(req.URL.Path, "/contents/") {
 		req = req.Clone(req.Context())
 		req.URL.Scheme, req.URL.Host = t.git.Scheme, t.git.Host
 	}
@@ -192,6 +193,15 @@ func TestGitCallsSortGitHubAnswers(t *testing.T) {
 		g.set(502, errBody("Server Error"))
 		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !forge.IsRetryable(err) || errors.Is(err, forge.ErrMergeConflict) {
 			t.Errorf("502: %v", err)
+		}
+	})
+
+	// Over 1 MB GitHub answers the file without its content.
+	t.Run("RepoFile over 1 MB", func(t *testing.T) {
+		g.set(200, `{"type":"file","encoding":"none","size":2000000,"name":"mergegate.yml","path":".github/mergegate.yml","content":"","sha":"`+shaA+`"}`)
+		f, found, err := c.RepoFile(ctx, tenant, repo, ".github/mergegate.yml")
+		if !errors.Is(err, forge.ErrFileTooLarge) || !found || f.SHA != shaA || f.Size != 2000000 || f.Content != nil {
+			t.Errorf("encoding none: %+v found=%v err=%v", f, found, err)
 		}
 	})
 
