@@ -843,3 +843,33 @@ func TestTrainFailedGroupAheadLandsWithItsSuccessor(t *testing.T) {
 		t.Errorf("CI ran %d times, want 8 (four pull requests, four groups of one; nothing run again)", n)
 	}
 }
+
+// Rules on the train's branches that do not let the App push refuse its
+// merges (GitHub: 409 with the push's reason). That is the operator's to
+// fix: nobody is bounced for it, the log says what GitHub said, and once
+// the rules are gone the train goes on.
+func TestTrainProtectedBranchBouncesNobody(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	for _, b := range []string{"mergegate/" + testBase + "/train", "mergegate-build/" + testBase + "/train"} {
+		h.gh.SetPushRestricted(testRepo, b, true)
+	}
+	h.openLabeled(1)
+	// Its own CI, then batch_wait, then the build: minutes of the clock.
+	h.eventually("GitHub's refusal in the log", func() bool {
+		h.clock.Advance(time.Minute)
+		return strings.Contains(h.logBuf.String(), fakegithub.MsgNotAuthorized)
+	})
+	if c := h.comments(1); len(c) != 0 {
+		t.Errorf("#1 was told %q: it is the operator's to fix", c)
+	}
+	if q := h.liveQueue(); len(q) != 1 {
+		t.Fatalf("queue = %+v, want #1 waiting", q)
+	}
+	for _, b := range []string{"mergegate/" + testBase + "/train", "mergegate-build/" + testBase + "/train"} {
+		h.gh.RemoveProtection(testRepo, b) // the operator's fix (kept, it would also refuse deleting the branch)
+	}
+	h.clock.Advance(time.Minute) // the failed step's retry
+	h.runCI(20, h.queueEmpty)
+	h.landedOnlyTested(1)
+}

@@ -272,6 +272,26 @@ func TestMergesAreThreeWay(t *testing.T) {
 
 // GitHub's commits carry their time: the same merge built twice is two
 // commits with one tree, so CI runs on each.
+// A merge is a push to its base: a protected base that does not let the
+// App push refuses it with the push's reason (409), where a base that
+// lets it through takes it.
+func TestMergeIntoAProtectedBranchIsRefused(t *testing.T) {
+	s, c, _ := newGitServer(t)
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "a"})
+	main, _ := s.BranchHead("octo/r", "main")
+	tok := "token " + c.token
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/mergegate/main/train", "sha": main}, nil)
+	s.SetRequired("octo/r", "mergegate/main/train", []string{"ci"}, false)
+	st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": "mergegate/main/train", "head": "a"}, nil)
+	if want := fmt.Sprintf(fakegithub.MsgRequiredCheckExpectedFormat, "ci"); st != 409 || message(v) != want {
+		t.Errorf("merge into a branch requiring ci: %d %v, want 409 %q", st, v, want)
+	}
+	s.AllowPush("octo/r", "mergegate/main/train")
+	if st, _, v := c.do("POST", "repos/octo/r/merges", tok, map[string]string{"base": "mergegate/main/train", "head": "a"}, nil); st != 201 {
+		t.Errorf("merge once the App may push: %d %v", st, v)
+	}
+}
+
 func TestRebuiltMergeIsANewCommit(t *testing.T) {
 	s, c, _ := newGitServer(t)
 	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "a"})

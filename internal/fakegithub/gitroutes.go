@@ -206,7 +206,9 @@ func (s *Server) updateRef(w http.ResponseWriter, r *http.Request) {
 // commit_message}: 201 with the new merge commit (always a merge commit,
 // parents base's tip and head; a fresh sha each time, as GitHub's commits
 // carry their time), 204 with no body when head is already in base, 409
-// "Merge conflict", 404 "Base does not exist" / "Head does not exist".
+// "Merge conflict", 409 with the push's refusal when base's protection or
+// rules do not let the App push, 404 "Base does not exist" / "Head does
+// not exist".
 // head is a branch or a commit sha.
 func (s *Server) mergeBranch(w http.ResponseWriter, r *http.Request) {
 	rp := s.repoOf(w, r)
@@ -236,6 +238,13 @@ func (s *Server) mergeBranch(w http.ResponseWriter, r *http.Request) {
 	}
 	if rp.git.commits[head] == nil {
 		writeError(w, http.StatusNotFound, MsgHeadMissing)
+		return
+	}
+	// A merge is a push to base ("the same thing as merging and then
+	// pushing"): its protection and rules judge the new commit, which no
+	// check has reported on. GitHub documents 409 and 403 here.
+	if msg := rp.pushRefusal(body.Base, tip, "", false); msg != "" {
+		writeError(w, http.StatusConflict, msg)
 		return
 	}
 	foreign := rp.git.foreignFor(body.Base)
