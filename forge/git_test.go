@@ -7,9 +7,11 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mergegate/mergegate/forge"
 	"github.com/mergegate/mergegate/internal/fakegithub"
@@ -24,7 +26,8 @@ type gitAnswers struct {
 	mu     sync.Mutex
 	status int
 	body   string
-	got    []string // "METHOD path body"
+	header map[string]string // sent with every answer
+	got    []string          // "METHOD path body"
 }
 
 func (g *gitAnswers) set(status int, body string) {
@@ -48,19 +51,23 @@ func (g *gitAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.mu.Unlock()
 	g.got = append(g.got, r.Method+" "+r.URL.EscapedPath()+" "+strings.TrimSpace(string(b)))
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	for k, v := range g.header {
+		w.Header().Set(k, v)
+	}
 	w.WriteHeader(g.status)
 	io.WriteString(w, g.body)
 }
 
-// splitTransport sends the git, merges and contents requests to git, the
-// others on.
+// splitTransport sends the git, merges, contents and GraphQL requests to
+// git, the others on.
 type splitTransport struct {
 	git  *url.URL
 	next http.RoundTripper
 }
 
 func (t splitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.Contains(req.URL.Path, "/git/") || strings.HasSuffix(req.URL.Path, "/merges") || strings.Contains(req.URL.Path, "/contents/") {
+	if strings.Contains(req.URL.Path, "/git/") || strings.HasSuffix(req.URL.Path, "/merges") || strings.Contains(req.URL.Path, "/contents/") ||
+		strings.HasSuffix(req.URL.Path, "/graphql") {
 		req = req.Clone(req.Context())
 		req.URL.Scheme, req.URL.Host = t.git.Scheme, t.git.Host
 	}
@@ -202,6 +209,28 @@ func TestGitCallsSortGitHubAnswers(t *testing.T) {
 		f, found, err := c.RepoFile(ctx, tenant, repo, ".github/mergegate.yml")
 		if !errors.Is(err, forge.ErrFileTooLarge) || !found || f.SHA != shaA || f.Size != 2000000 || f.Content != nil {
 			t.Errorf("encoding none: %+v found=%v err=%v", f, found, err)
+		}
+	})
+
+	// GitHub's GraphQL quota answers 200 with a RATE_LIMITED error, its
+	// reset in the headers: mergegate waits until then rather than trying
+	// again at once. Without the reset it is a transient error, as before.
+	t.Run("GraphQL RATE_LIMITED", func(t *testing.T) {
+		reset := time.Now().Add(20 * time.Minute).Truncate(time.Second)
+		g.set(200, `{"data":null,"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for installation ID 31337."}]}`)
+		g.mu.Lock()
+		g.header = map[string]string{"X-Ratelimit-Resource": "graphql", "X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": strconv.FormatInt(reset.Unix(), 10)}
+		g.mu.Unlock()
+		_, err := c.RebaseBranch(ctx, tenant, repo, 7, "PR_7", "")
+		if rl, ok := forge.IsRateLimited(err); !ok || !rl.RetryAt.Equal(reset) {
+			t.Errorf("RATE_LIMITED with a reset: %v, want a rate limit until %s", err, reset)
+		}
+		g.mu.Lock()
+		g.header = nil
+		g.mu.Unlock()
+		_, err = c.RebaseBranch(ctx, tenant, repo, 7, "PR_7", "")
+		if _, ok := forge.IsRateLimited(err); ok || !forge.IsTransient(err) {
+			t.Errorf("RATE_LIMITED without a reset: %v, want a transient error", err)
 		}
 	})
 

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/go-github/v62/github"
 )
 
 // GraphQLURL is the GraphQL endpoint that goes with a REST base URL:
@@ -86,11 +89,12 @@ func (c *Client) RebaseBranch(ctx context.Context, tenant, repo string, number i
 		} `json:"data"`
 		Errors []graphQLError `json:"errors"`
 	}
-	if _, err := in.gh.Do(ctx, req, &out); err != nil {
+	resp, err := in.gh.Do(ctx, req, &out)
+	if err != nil {
 		return "", cl.classify(ctx, err, true)
 	}
 	if len(out.Errors) > 0 {
-		return "", cl.fromGraphQL(out.Errors)
+		return "", cl.fromGraphQL(out.Errors, resp)
 	}
 	if out.Data.UpdatePullRequestBranch == nil {
 		return "", fmt.Errorf("github %s (installation %s, %s): updatePullRequestBranch answered no data and no errors", cl.op, cl.tenant, cl.repo)
@@ -98,8 +102,12 @@ func (c *Client) RebaseBranch(ctx context.Context, tenant, repo string, number i
 	return out.Data.UpdatePullRequestBranch.PullRequest.HeadRefOid, nil
 }
 
-// fromGraphQL sorts GraphQL errors (HTTP 200) like the REST statuses.
-func (c call) fromGraphQL(errs []graphQLError) error {
+// fromGraphQL sorts GraphQL errors (HTTP 200) like the REST statuses. A
+// RATE_LIMITED answer whose headers say when the GraphQL quota resets is
+// a *RateLimitError until then: retried sooner, it would only be refused
+// again (and GitHub may answer a client that keeps trying with a
+// secondary limit).
+func (c call) fromGraphQL(errs []graphQLError, resp *github.Response) error {
 	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {
 		msgs = append(msgs, e.Message)
@@ -110,7 +118,14 @@ func (c call) fromGraphQL(errs []graphQLError) error {
 		return &APIError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: http.StatusNotFound, Message: msg}
 	case "FORBIDDEN":
 		return &MergeError{Op: c.op, Repo: c.repo, Number: c.number, SHA: c.sha, Status: http.StatusForbidden, Message: msg}
-	case "RATE_LIMITED", "INTERNAL", "SERVICE_UNAVAILABLE":
+	case "RATE_LIMITED":
+		if resp != nil {
+			if reset, err := strconv.ParseInt(resp.Header.Get(graphQLResetHeader), 10, 64); err == nil && reset > 0 {
+				return &RateLimitError{Tenant: c.tenant, RetryAt: time.Unix(reset, 0), Status: http.StatusOK, Message: "graphql: " + msg}
+			}
+		}
+		return &TransientError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: http.StatusOK, Err: fmt.Errorf("graphql %s: %s", errs[0].Type, msg)}
+	case "INTERNAL", "SERVICE_UNAVAILABLE":
 		return &TransientError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: http.StatusOK, Err: fmt.Errorf("graphql %s: %s", errs[0].Type, msg)}
 	}
 	return &MergeError{Op: c.op, Repo: c.repo, Number: c.number, SHA: c.sha, Status: http.StatusUnprocessableEntity, Message: msg}
@@ -200,11 +215,12 @@ func (c *Client) EnqueuePR(ctx context.Context, tenant, repo string, number int,
 		} `json:"data"`
 		Errors []graphQLError `json:"errors"`
 	}
-	if _, err := in.gh.Do(ctx2, req, &out); err != nil {
+	resp, err := in.gh.Do(ctx2, req, &out)
+	if err != nil {
 		return QueueEntry{}, cl.classify(ctx2, err, true)
 	}
 	if len(out.Errors) > 0 {
-		err := cl.fromGraphQL(out.Errors)
+		err := cl.fromGraphQL(out.Errors, resp)
 		if IsAlreadyQueued(err) {
 			e, _, qerr := c.QueuePosition(ctx, tenant, repo, number)
 			if qerr != nil {
@@ -265,11 +281,12 @@ func (c *Client) QueuePosition(ctx context.Context, tenant, repo string, number 
 		} `json:"data"`
 		Errors []graphQLError `json:"errors"`
 	}
-	if _, err := in.gh.Do(ctx, req, &out); err != nil {
+	resp, err := in.gh.Do(ctx, req, &out)
+	if err != nil {
 		return QueueEntry{}, false, cl.classify(ctx, err, false)
 	}
 	if len(out.Errors) > 0 {
-		err := cl.fromGraphQL(out.Errors)
+		err := cl.fromGraphQL(out.Errors, resp)
 		var me *MergeError
 		if errors.As(err, &me) { // a query refused is the operator's, not a refusal to sort
 			return QueueEntry{}, false, &APIError{Op: cl.op, Tenant: cl.tenant, Repo: cl.repo, Status: me.Status, Message: me.Message}
@@ -331,11 +348,12 @@ func (c *Client) MergeQueueEntries(ctx context.Context, tenant, repo, branch str
 		} `json:"data"`
 		Errors []graphQLError `json:"errors"`
 	}
-	if _, err := in.gh.Do(ctx, req, &out); err != nil {
+	resp, err := in.gh.Do(ctx, req, &out)
+	if err != nil {
 		return nil, cl.classify(ctx, err, false)
 	}
 	if len(out.Errors) > 0 {
-		err := cl.fromGraphQL(out.Errors)
+		err := cl.fromGraphQL(out.Errors, resp)
 		var me *MergeError
 		if errors.As(err, &me) {
 			return nil, &APIError{Op: cl.op, Tenant: cl.tenant, Repo: cl.repo, Status: me.Status, Message: me.Message}

@@ -149,11 +149,22 @@ func (g *rateGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		return nil, rl
 	}
+	if strings.EqualFold(resp.Header.Get("X-Ratelimit-Resource"), "graphql") {
+		// Kept for fromGraphQL: GitHub answers the GraphQL quota's end
+		// with 200 and a RATE_LIMITED error, and these headers say when it
+		// resets.
+		resp.Header.Set(graphQLResetHeader, resp.Header.Get("X-Ratelimit-Reset"))
+	}
 	for _, k := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Used", "X-Ratelimit-Reset", "X-Ratelimit-Resource", "Retry-After"} {
 		resp.Header.Del(k)
 	}
 	return resp, nil
 }
+
+// graphQLResetHeader carries a GraphQL answer's X-Ratelimit-Reset past the
+// rate guard, which takes the rate headers off every answer (go-github
+// would otherwise refuse requests by them on its own).
+const graphQLResetHeader = "X-Mergegate-Graphql-Reset"
 
 func headerInt(h http.Header, key string) (int, bool) {
 	v := h.Get(key)
