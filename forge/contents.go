@@ -71,8 +71,7 @@ func (c *Client) RepoFile(ctx context.Context, tenant, repo, path string) (f Fil
 	if fc.GetEncoding() == "none" {
 		// GitHub's answer for a file over 1 MB today: the file, with its
 		// sha and size, and an empty content (PyGithub#2433).
-		return f, true, fmt.Errorf("%s: %s is %d bytes, more than 1 MB (GitHub sends it only as raw media; mergegate reads at most %d bytes): %w",
-			repo, path, f.Size, MaxFileSize, ErrFileTooLarge)
+		return f, true, overOneMB(f)
 	}
 	text, err := fc.GetContent() // base64, as GitHub sends it (with newlines)
 	if err != nil {
@@ -102,6 +101,12 @@ func tooLarge(err error) bool {
 	return false
 }
 
+// overOneMB is the error of f, a file GitHub sends only as raw media.
+func overOneMB(f File) error {
+	return fmt.Errorf("%s: %s is %d bytes, more than 1 MB (GitHub sends it only as raw media; mergegate reads at most %d bytes): %w",
+		f.Repo, f.Path, f.Size, MaxFileSize, ErrFileTooLarge)
+}
+
 // largeFile reads a file GitHub would not send from its directory's
 // listing (GET /repos/{owner}/{repo}/contents/{dir}: each entry's sha and
 // size, no content).
@@ -121,8 +126,7 @@ func (c *Client) largeFile(ctx context.Context, tenant, repo, path string) (File
 	for _, e := range entries {
 		if e.GetPath() == path {
 			f := File{Repo: repo, Path: path, SHA: e.GetSHA(), HTMLURL: e.GetHTMLURL(), Size: e.GetSize()}
-			return f, true, fmt.Errorf("%s: %s is %d bytes, more than 1 MB (GitHub sends it only as raw media; mergegate reads at most %d bytes): %w",
-				repo, path, f.Size, MaxFileSize, ErrFileTooLarge)
+			return f, true, overOneMB(f)
 		}
 	}
 	return File{}, true, fmt.Errorf("%s: %s is more than 1 MB and not in its directory's listing: %w", repo, path, ErrFileTooLarge)

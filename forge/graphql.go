@@ -124,7 +124,7 @@ func (c call) fromGraphQL(errs []graphQLError, resp *github.Response) error {
 				return &RateLimitError{Tenant: c.tenant, RetryAt: time.Unix(reset, 0), Status: http.StatusOK, Message: "graphql: " + msg}
 			}
 		}
-		return &TransientError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: http.StatusOK, Err: fmt.Errorf("graphql %s: %s", errs[0].Type, msg)}
+		fallthrough // no reset: transient, as GitHub's other passing errors
 	case "INTERNAL", "SERVICE_UNAVAILABLE":
 		return &TransientError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: http.StatusOK, Err: fmt.Errorf("graphql %s: %s", errs[0].Type, msg)}
 	}

@@ -8,12 +8,7 @@ import "strings"
 // anyone), # (no reference links or notifies an issue), < (no HTML) and
 // the ] of ]( (no link), and inside :// and www. (no autolink). It reads
 // the same, in Markdown and in plain text.
-func Inert(s string) string {
-	if !strings.ContainsAny(s, "@#<]:w") {
-		return s
-	}
-	return inertReplacer.Replace(s)
-}
+func Inert(s string) string { return inertReplacer.Replace(s) }
 
 const zwsp = "\u200b"
 
