@@ -43,6 +43,12 @@ var (
 	// ErrProtectedBranch: branch protection or a ruleset refused the
 	// App's push (a *ProtectedBranchError says why).
 	ErrProtectedBranch = errors.New("protected branch refused the push")
+	// ErrBaseMissing: MergeBranch's base is not there (404 "Base does not
+	// exist"; also ErrNotFound). Just after the branch was created or
+	// moved, that is GitHub's read lagging its write: it answers so "from
+	// time to time" (Mergifyio/mergify#3746), and the branch is there a
+	// moment later.
+	ErrBaseMissing = errors.New("base branch not there")
 )
 
 // ProtectedBranchError is GitHub refusing SetBranch on a protected branch:
@@ -224,7 +230,7 @@ func isProtectionRefusal(status int, msg string) bool {
 // (UpToDate) when head is already in base. A conflict is
 // ErrMergeConflict; base's protection or rules refusing the App is a
 // *ProtectedBranchError; a base or head that is not there is ErrNotFound (404
-// "Base does not exist" / "Head does not exist").
+// "Base does not exist", also ErrBaseMissing / "Head does not exist").
 func (c *Client) MergeBranch(ctx context.Context, tenant, repo, base, head, message string) (MergeResult, error) {
 	ctx, in, owner, name, cl, err := c.begin(ctx, "repos.merge", tenant, repo)
 	if err != nil {
@@ -249,6 +255,8 @@ func (c *Client) MergeBranch(ctx context.Context, tenant, repo, base, head, mess
 			return MergeResult{}, &ProtectedBranchError{Repo: repo, Branch: base, Status: ae.Status, Message: ae.Message}
 		case ae.Status == http.StatusConflict:
 			return MergeResult{}, fmt.Errorf("%w: %w", ErrMergeConflict, err)
+		case ae.Status == http.StatusNotFound && strings.EqualFold(ae.Message, "Base does not exist"):
+			return MergeResult{}, fmt.Errorf("%w: %w", ErrBaseMissing, err)
 		}
 		return MergeResult{}, err
 	}

@@ -194,8 +194,12 @@ func TestGitCallsSortGitHubAnswers(t *testing.T) {
 			}
 		}
 		g.set(404, errBody("Head does not exist"))
-		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !errors.Is(err, forge.ErrNotFound) {
-			t.Errorf("404: %v", err)
+		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !errors.Is(err, forge.ErrNotFound) || errors.Is(err, forge.ErrBaseMissing) {
+			t.Errorf("404 for the head: %v, want ErrNotFound only", err)
+		}
+		g.set(404, errBody("Base does not exist"))
+		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !errors.Is(err, forge.ErrBaseMissing) || !errors.Is(err, forge.ErrNotFound) {
+			t.Errorf("404 for the base: %v, want ErrBaseMissing (and ErrNotFound)", err)
 		}
 		g.set(502, errBody("Server Error"))
 		if _, err := c.MergeBranch(ctx, tenant, repo, "b", "h", ""); !forge.IsRetryable(err) || errors.Is(err, forge.ErrMergeConflict) {
@@ -292,6 +296,12 @@ func TestGitCallsAgainstTheFake(t *testing.T) {
 	if got, err := e.c.Branches(ctx, tenant, repo, "nothing/"); err != nil || len(got) != 0 {
 		t.Errorf("Branches(nothing/) = %v, %v", got, err)
 	}
+	// GitHub's merge into a branch created a moment before may not find
+	// it yet (the fake's one stale read after a write); a moment later it
+	// does.
+	if _, err := e.c.MergeBranch(ctx, tenant, repo, train, "h1", ""); !errors.Is(err, forge.ErrBaseMissing) || !errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("MergeBranch into the branch just created: %v, want ErrBaseMissing", err)
+	}
 	var tip forge.MergeResult
 	prev := base
 	for _, hh := range [][2]string{{"h1", "h1"}, {"feature-2", "h2"}} {
@@ -354,6 +364,7 @@ func TestGitCallsAgainstTheFake(t *testing.T) {
 // repeating it.
 func TestGitCallsOutage(t *testing.T) {
 	e := newEnv(t, envOpts{})
+	e.gh.SetStaleRefReads(0) // the outage's effect, read at once
 	ctx := e.ctx
 	e.gh.AddPR(repo, fakegithub.PR{Number: 1, HeadSHA: "h1"})
 	base, _ := e.c.BranchHead(ctx, tenant, repo, "main")

@@ -22,6 +22,73 @@ import (
 // and a restart reads it back: a group found building is built again from
 // scratch, a group found landing is landed again after reading the base.
 
+// readLag is how long after mergegate moved a base a read that says
+// otherwise is taken for GitHub's replicas lagging the write.
+const readLag = 10 * time.Second
+
+// wroteTip is a train branch's tip as mergegate last wrote it ("": none
+// there, deleted or read so), and when.
+type wroteTip struct {
+	sha string
+	at  time.Time
+}
+
+// wroteBranch remembers that mergegate set branch to sha ("": deleted it,
+// or read that there is none).
+func (s *Syncer) wroteBranch(k leasedo.Key, branch, sha string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	if len(s.wrote) >= 64 {
+		// Groups' own branches are written once each: keep what is
+		// recent only.
+		for key, w := range s.wrote {
+			if now.Sub(w.at) >= readLag {
+				delete(s.wrote, key)
+			}
+		}
+	}
+	s.wrote[k.String()+"@"+branch] = wroteTip{sha: sha, at: now}
+}
+
+// ownTip is a train branch's tip (ErrNotFound: none), as mergegate wrote
+// or read it less than readLag ago, without a request (a read may still
+// show the branch as it was before mergegate's write), else as GitHub
+// reads it. Only where a tip someone else pushed would be found anyway: a
+// merge onto it has it as its first parent (buildGroup checks every
+// merge's parents), a forced reset replaces it, and a branch taken to be
+// missing is created, or reset when it is there (setBranch).
+func (s *Syncer) ownTip(ctx context.Context, k leasedo.Key, branch string) (string, error) {
+	key := k.String() + "@" + branch
+	s.mu.Lock()
+	w, ok := s.wrote[key]
+	if ok && s.clock.Now().Sub(w.at) >= readLag {
+		delete(s.wrote, key)
+		ok = false
+	}
+	s.mu.Unlock()
+	switch {
+	case ok && w.sha == "":
+		return "", fmt.Errorf("%s: %s: %w (as mergegate left it a moment ago)", k, branch, forge.ErrNotFound)
+	case ok:
+		return w.sha, nil
+	}
+	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, branch)
+	if errors.Is(err, forge.ErrNotFound) {
+		s.wroteBranch(k, branch, "")
+	}
+	return tip, err
+}
+
+// landedWithin reports whether mergegate's last landing on a base (l) was
+// less than d ago.
+func (s *Syncer) landedWithin(l leasedo.Landed, d time.Duration) bool {
+	if l.Tip == "" || len(l.Recent) == 0 {
+		return false
+	}
+	return s.clock.Now().Sub(time.UnixMilli(l.Recent[len(l.Recent)-1].At)) < d
+}
+
 // trainBases lists the bases of k that run a train now, or still have
 // groups (to be disbanded), sorted.
 func (s *Syncer) trainBases(k leasedo.Key, items []leasedo.Item, groups []leasedo.Group) []string {
@@ -74,6 +141,14 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 	}
 	if f.Landed, err = s.store.LandedOn(ctx, k, base); err != nil {
 		return false, 0, err
+	}
+	if f.Tip != f.Landed.Tip && s.landedWithin(f.Landed, readLag) {
+		// GitHub's reads lag its writes: the base, just moved by
+		// mergegate, may still read as it was. Built on that, the train
+		// would test a base that is behind; read it again in a moment.
+		s.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", base).Str("sha", f.Tip).Str("landed_sha", f.Landed.Tip).
+			Msg("the base does not read as what mergegate landed a moment ago; reading it again shortly")
+		return false, time.Second, nil
 	}
 	f.Gates = make([]forge.Verdict, len(f.Groups))
 	for i, g := range f.Groups {
@@ -384,6 +459,17 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 				m.Number, on, forge.ShortSHA(res.SHA), shortSHAs(res.Parents), forge.ShortSHA(head), forge.ShortSHA(m.SHA)), res.SHA, log)
 		}
 		switch {
+		case errors.Is(err, forge.ErrBaseMissing):
+			// The branch mergegate created or moved a moment ago is not
+			// there for GitHub's merge yet (its reads lag its writes).
+			// The merges made are kept: the build goes on from here.
+			g.PRs = prs
+			if err := s.store.SaveGroup(ctx, l, g); err != nil {
+				return false, 0, err
+			}
+			log.Info().Int("pr", m.Number).Str("branch", on).
+				Msg("GitHub does not show the branch mergegate just wrote yet; the group's build goes on in a moment")
+			return false, s.nextRetry(k, m.Number), nil
 		case errors.Is(err, forge.ErrMergeConflict):
 			ahead := append(rules.Ahead(f.Groups, g.ID), g.Numbers()[:i]...)
 			b := rules.Bounced{Kind: rules.BounceTrainConflict, Base: f.Base, At: head, Ahead: ahead}
@@ -404,9 +490,11 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 		case err != nil:
 			return false, 0, err
 		}
+		s.resetRetry(k, m.Number)
 		prs[i].Onto = head
 		if !res.UpToDate {
 			head = res.SHA
+			s.wroteBranch(k, on, head)
 		}
 		prs[i].Merged = head
 		if on == tmp && !res.UpToDate && i < len(prs)-1 {
@@ -423,7 +511,7 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	switch {
 	case on != "":
 		// Also what a merge GitHub answered 204 (nothing to merge) left.
-		if foreign, err := s.foreignTip(ctx, k, on, head); err != nil || foreign != "" {
+		if foreign, err := s.foreignTip(ctx, k, on, head, parent, prs); err != nil || foreign != "" {
 			if err != nil {
 				return false, 0, err
 			}
@@ -467,7 +555,7 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 // branch when it ends at head, else the build branch, set to head. made
 // reports whether the train branch exists.
 func (s *Syncer) buildOn(ctx context.Context, k leasedo.Key, tmp, train, head string) (on string, made bool, err error) {
-	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, train)
+	tip, err := s.ownTip(ctx, k, train)
 	switch {
 	case err == nil && tip == head:
 		return train, true, nil
@@ -497,12 +585,24 @@ func uncancelled(results []forge.CheckResult) []forge.CheckResult {
 	})
 }
 
-// foreignTip reads branch and returns its tip when it is not want ("" when
-// it is).
-func (s *Syncer) foreignTip(ctx context.Context, k leasedo.Key, branch, want string) (string, error) {
+// foreignTip reads branch, where mergegate just made the merges of prs on
+// parent, and returns its tip when it is a commit mergegate did not make
+// there ("" when it is want, or one of mergegate's own). GitHub's reads
+// lag its writes: a read a moment after the last merge may still show
+// an earlier step, the parent, or no branch at all, never a commit
+// someone else pushed.
+func (s *Syncer) foreignTip(ctx context.Context, k leasedo.Key, branch, want, parent string, prs []leasedo.GroupPR) (string, error) {
 	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, branch)
-	if err != nil || tip == want {
+	switch {
+	case errors.Is(err, forge.ErrNotFound):
+		return "", nil // the merges' answers said it is there
+	case err != nil || tip == want || tip == parent:
 		return "", err
+	}
+	for _, m := range prs {
+		if m.Merged == tip {
+			return "", nil
+		}
 	}
 	return tip, nil
 }
@@ -629,24 +729,31 @@ func (s *Syncer) replayGroup(ctx context.Context, l *leasedo.Lease, f rules.Trai
 	for _, t := range through {
 		members = append(members, t.PRs...)
 	}
+	tip := "" // the last merge's commit: the base once it is made
 	for _, m := range append(members, g.PRs...) {
 		pr, err := s.gh.GetPR(ctx, k.Tenant, k.Repo, m.Number)
 		if err != nil {
 			return false, 0, err
 		}
 		if pr.Merged {
+			tip = ""
 			continue // before a restart
 		}
-		if _, err := s.gh.MergeWith(ctx, k.Tenant, k.Repo, m.Number, m.SHA, method, s.commitMessage(ctx, k, pol, &pr)); err != nil {
+		tip, err = s.gh.MergeWith(ctx, k.Tenant, k.Repo, m.Number, m.SHA, method, s.commitMessage(ctx, k, pol, &pr))
+		if err != nil {
 			if _, msg, refused := forge.RefusalOf(err); refused {
 				return true, 0, s.stopTrain(ctx, l, g, fmt.Sprintf("GitHub refused to merge #%d while landing group %d by replay (%s)", m.Number, g.ID, msg), log)
 			}
 			return false, 0, err
 		}
 	}
-	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, f.Base)
-	if err != nil {
-		return false, 0, err
+	if tip == "" {
+		// Every merge was made before a restart: the base says where
+		// they left it. (A read just after a merge may still show the
+		// base before it, so the merge's own answer is used otherwise.)
+		if tip, err = s.gh.BranchHead(ctx, k.Tenant, k.Repo, f.Base); err != nil {
+			return false, 0, err
+		}
 	}
 	landedTree, err := s.gh.CommitTree(ctx, k.Tenant, k.Repo, tip)
 	if err != nil {
@@ -767,20 +874,15 @@ func (s *Syncer) dropGroup(ctx context.Context, l *leasedo.Lease, g leasedo.Grou
 // one's build left it, and costs no write; otherwise it is a forced
 // update (one write), or created when there is none.
 func (s *Syncer) resetBuildBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
-	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, branch)
+	tip, err := s.ownTip(ctx, k, branch)
 	switch {
 	case err == nil && tip == sha:
 		return nil
 	case err != nil && !errors.Is(err, forge.ErrNotFound):
 		return err
 	}
-	ctx = forge.WithWriteClass(ctx, forge.ClassUnblock)
-	if err == nil {
-		if err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true); !errors.Is(err, forge.ErrRefMissing) {
-			return err
-		}
-	}
-	return s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
+	// A read may lag: setBranch falls back to the other write.
+	return s.setBranch(ctx, k, branch, sha, err == nil)
 }
 
 // resetBranch points branch at sha, creating it; one left by a build a
@@ -796,14 +898,18 @@ func (s *Syncer) setBranch(ctx context.Context, k leasedo.Key, branch, sha strin
 	// A build, not a landing: the reset's PATCH is the class of the
 	// build's other writes, not the base's fast-forward.
 	ctx = forge.WithWriteClass(ctx, forge.ClassUnblock)
+	var err error
 	if made {
-		if err := s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true); !errors.Is(err, forge.ErrRefMissing) {
-			return err
+		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
+	}
+	if !made || errors.Is(err, forge.ErrRefMissing) {
+		err = s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
+		if errors.Is(err, forge.ErrRefExists) {
+			err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
 		}
 	}
-	err := s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
-	if errors.Is(err, forge.ErrRefExists) {
-		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
+	if err == nil {
+		s.wroteBranch(k, branch, sha)
 	}
 	return err
 }
@@ -829,6 +935,7 @@ func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch st
 	err := s.gh.DeleteBranch(ctx, k.Tenant, k.Repo, branch)
 	switch {
 	case err == nil, errors.Is(err, forge.ErrNotFound):
+		s.wroteBranch(k, branch, "")
 		return nil
 	case forge.IsRetryable(err):
 		return err
@@ -838,11 +945,15 @@ func (s *Syncer) deleteTrainBranch(ctx context.Context, k leasedo.Key, branch st
 }
 
 // emptied deletes the base's branches when the action that removed gone
-// groups left its train with none: the train and build branches, and any
-// group's own branch that a refused deletion or an earlier mergegate left
-// behind. One read lists them; the next build creates what it needs.
+// groups left its train with none and no pull request waits to join it:
+// the train and build branches, and any group's own branch that a refused
+// deletion or an earlier mergegate left behind. One read lists them; the
+// next build creates what it needs. While pull requests wait, the next
+// group is built on the train branch where the last one left it: no
+// branch is deleted and created again (two writes each, and GitHub's merge
+// into a branch created a moment before may not find it yet).
 func (s *Syncer) emptied(ctx context.Context, k leasedo.Key, f rules.TrainFacts, gone int) {
-	if len(f.Groups) > gone {
+	if len(f.Groups) > gone || len(f.Ready)+len(f.Pending) > 0 {
 		return
 	}
 	branches, err := s.gh.Branches(ctx, k.Tenant, k.Repo, "mergegate")

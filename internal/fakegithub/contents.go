@@ -387,6 +387,7 @@ func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, isBranch := rp.branches[branch]; isBranch {
+		s.wroteRef(rp, branch)
 		delete(rp.branches, branch)
 	} else {
 		rp.git.goneHeads[branch] = true // a pull request's head branch

@@ -44,7 +44,8 @@
 //   - manifest.go: the GitHub App manifest flow.
 //   - graphql.go: the GraphQL endpoint.
 //   - mergequeue.go: GitHub's own merge queue (SetMergeQueue).
-//   - git.go: the git model: commits, refs, merges, protected bases.
+//   - git.go: the git model: commits, refs, merges, protected bases, and
+//     reads that lag writes (Options.StaleRefReads).
 //   - gitroutes.go: its routes (git refs, git commits, merges) and their
 //     JSON shapes.
 //   - gitreads.go: what tests read of it and set on it (BaseHistory,

@@ -386,6 +386,41 @@ func (rp *repo) headPR(branch string) *PR {
 
 // refSHA is where branch points: a branch, or a pull request's head
 // branch.
+// staleRef is how a branch looks to the reads after a write to it,
+// until they are used up (Options.StaleRefReads).
+type staleRef struct {
+	sha   string // before the write; "" when the branch did not exist
+	reads int
+}
+
+// wroteRef records an API write to branch, before it is made: its next
+// reads see the branch as it is now. Called with s.mu held.
+func (s *Server) wroteRef(rp *repo, branch string) {
+	if s.staleReads == 0 {
+		return
+	}
+	if rp.stale == nil {
+		rp.stale = map[string]staleRef{}
+	}
+	sha, _ := rp.refSHA(branch)
+	rp.stale[branch] = staleRef{sha: sha, reads: s.staleReads}
+}
+
+// readRef is branch as an API read sees it: a replica's answer, which may
+// be from before the latest write (wroteRef). Called with s.mu held.
+func (rp *repo) readRef(branch string) (string, bool) {
+	st, ok := rp.stale[branch]
+	if !ok {
+		return rp.refSHA(branch)
+	}
+	if st.reads--; st.reads <= 0 {
+		delete(rp.stale, branch)
+	} else {
+		rp.stale[branch] = st
+	}
+	return st.sha, st.sha != ""
+}
+
 func (rp *repo) refSHA(branch string) (string, bool) {
 	if sha, ok := rp.branches[branch]; ok {
 		return sha, true

@@ -38,7 +38,9 @@ func (c *manualClock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
 func newGitServer(t *testing.T) (*fakegithub.Server, *client, *manualClock) {
 	t.Helper()
 	clk := &manualClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	s := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
+	// The git model under test, read after each write: replicas that lag
+	// are TestStaleRefReads'.
+	s := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now, StaleRefReads: -1})
 	s.AddRepo(tenant, "octo/r", "main")
 	return s, newClient(t, s), clk
 }
@@ -463,5 +465,58 @@ func TestLongTrainKeepsEveryFile(t *testing.T) {
 	}
 	if got := s.Contains("octo/r", tip); len(got) != n {
 		t.Errorf("main holds %d pull requests, want %d", len(got), n)
+	}
+}
+
+// GitHub's reads lag its writes (Options.StaleRefReads, 1 by default):
+// the first read of a branch after a write sees it as it was, a merge into
+// a branch created a moment ago answers 404 "Base does not exist", and
+// the next read is current.
+func TestStaleRefReads(t *testing.T) {
+	clk := &manualClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	s := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
+	s.AddRepo(tenant, "octo/r", "main")
+	c := newClient(t, s)
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	main, _ := s.BranchHead("octo/r", "main")
+	tok := "token " + c.token
+	ref := func() (int, string) {
+		t.Helper()
+		st, v := c.get("repos/octo/r/git/ref/heads/b")
+		return st, str(v, "object", "sha")
+	}
+
+	if st, _, v := c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/b", "sha": main}, nil); st != 201 {
+		t.Fatalf("create: %d %v", st, v)
+	}
+	merge := map[string]string{"base": "b", "head": "h1"}
+	if st, _, v := c.do("POST", "repos/octo/r/merges", tok, merge, nil); st != 404 || message(v) != fakegithub.MsgBaseMissing {
+		t.Errorf("merge into the branch just created: %d %v, want 404 %q", st, v, fakegithub.MsgBaseMissing)
+	}
+	st, _, v := c.do("POST", "repos/octo/r/merges", tok, merge, nil)
+	if st != 201 {
+		t.Fatalf("the merge again: %d %v", st, v)
+	}
+	merged := str(v, "sha")
+	if st, sha := ref(); st != 200 || sha != main {
+		t.Errorf("first read after the merge: %d %s, want the tip before it, %s", st, sha, main)
+	}
+	if st, sha := ref(); st != 200 || sha != merged {
+		t.Errorf("second read: %d %s, want the merge %s", st, sha, merged)
+	}
+	if st, _, v := c.do("DELETE", "repos/octo/r/git/refs/heads/b", tok, nil, nil); st != 204 {
+		t.Fatalf("delete: %d %v", st, v)
+	}
+	if st, sha := ref(); st != 200 || sha != merged {
+		t.Errorf("first read after the deletion: %d %s, want the branch as it was", st, sha)
+	}
+	if st, _ := ref(); st != 404 {
+		t.Errorf("second read after the deletion: %d, want 404", st)
+	}
+
+	s.SetStaleRefReads(0)
+	c.do("POST", "repos/octo/r/git/refs", tok, map[string]string{"ref": "refs/heads/b", "sha": main}, nil)
+	if st, sha := ref(); st != 200 || sha != main {
+		t.Errorf("with stale reads off, the read after the creation: %d %s", st, sha)
 	}
 }

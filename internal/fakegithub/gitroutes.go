@@ -96,7 +96,7 @@ func (s *Server) getRef(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	branch, ok := branchOfRef(r.PathValue("ref"))
-	sha, found := rp.refSHA(branch)
+	sha, found := rp.readRef(branch)
 	if !ok || !found {
 		writeError(w, http.StatusNotFound, "Not Found")
 		return
@@ -154,6 +154,7 @@ func (s *Server) createRef(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	delete(rp.git.goneHeads, branch)
+	s.wroteRef(rp, branch)
 	s.setRef(rp, branch, body.SHA)
 	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "create", Branch: branch, SHA: body.SHA})
 	s.startCI(rp, branch, body.SHA, nil)
@@ -196,6 +197,7 @@ func (s *Server) updateRef(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.SHA != from {
+		s.wroteRef(rp, branch)
 		s.moveBranch(rp, branch, body.SHA, nil)
 	}
 	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "update", Branch: branch, From: from, SHA: body.SHA, Force: body.Force})
@@ -225,6 +227,13 @@ func (s *Server) mergeBranch(w http.ResponseWriter, r *http.Request) {
 	}
 	if body.Base == "" || body.Head == "" {
 		writeError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	// A branch created a moment ago may not be there yet for the merge
+	// (Mergifyio/mergify#3746: "404 Base does not exist" right after the
+	// creation answered); a merge onto one that is, is made on its tip.
+	if _, seen := rp.readRef(body.Base); !seen {
+		writeError(w, http.StatusNotFound, MsgBaseMissing)
 		return
 	}
 	tip, ok := rp.refSHA(body.Base)
@@ -271,6 +280,7 @@ func (s *Server) mergeBranch(w http.ResponseWriter, r *http.Request) {
 	}
 	sha := DeriveSHA(rp.fullName, tip, head, "merges", strconv.FormatInt(s.newID(), 10))
 	c := rp.git.child(sha, []string{tip, head}, tree, msg, s.now())
+	s.wroteRef(rp, body.Base)
 	s.moveBranch(rp, body.Base, sha, nil)
 	s.rec.refWrites = append(s.rec.refWrites, RefWrite{Repo: rp.fullName, Action: "merge", Branch: body.Base, From: tip, SHA: sha, Head: body.Head})
 	writeJSON(w, http.StatusCreated, s.commitJSON(rp, c))

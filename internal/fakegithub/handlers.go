@@ -236,6 +236,7 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 			title = fmt.Sprintf("Merge pull request #%d from %s", pr.Number, pr.HeadRef)
 		}
 		s.commitPRMerge(rp, pr, method, commit, strings.TrimSpace(title+"\n\n"+body.CommitMessage))
+		s.wroteRef(rp, pr.BaseRef)
 		s.moveBase(rp, pr.BaseRef, commit, pr)
 		s.rec.merges = append(s.rec.merges, Merge{Repo: rp.fullName, PRNumber: pr.Number, SHA: pr.HeadSHA, Method: method, MergeCommitSHA: commit,
 			Title: body.CommitTitle, Message: body.CommitMessage, Seq: s.rec.nextSeq()})

@@ -209,6 +209,17 @@ func (s *Server) SetMergeableUnknownReads(n int) {
 	s.unknownReads = max(n, 0)
 }
 
+// SetStaleRefReads sets how many reads of a branch after an API write to
+// it see the branch as it was before (Options.StaleRefReads; 0: none).
+func (s *Server) SetStaleRefReads(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.staleReads = max(n, 0)
+	for _, rp := range s.repos {
+		rp.stale = nil
+	}
+}
+
 // AddReview submits a review by login on PR number: state APPROVED,
 // CHANGES_REQUESTED or COMMENTED; DISMISSED dismisses login's latest
 // APPROVED or CHANGES_REQUESTED review, whose state becomes DISMISSED as

@@ -43,6 +43,15 @@ type Options struct {
 	// null. 0 means the default, 1; a negative value turns it off (see
 	// also SetMergeableUnknownReads).
 	MergeableUnknownReads int
+	// StaleRefReads is how many reads of a branch after a write to it
+	// still see the branch as it was before (its old sha, or no branch):
+	// GitHub serves reads from replicas that lag its writes (a merge
+	// into a branch created a moment before can answer 404 "Base does not
+	// exist"; a GET of a ref just moved can answer its old sha). Reads are
+	// GET /git/ref/{ref} and the base of POST /merges. 0 means the
+	// default, 1; a negative value turns it off (see also
+	// SetStaleRefReads).
+	StaleRefReads int
 	// WorkflowsPermission gives the App the workflows permission: PRs that
 	// touch .github/workflows can be merged and updated.
 	WorkflowsPermission bool
@@ -79,6 +88,7 @@ type Server struct {
 	suspended     map[string]time.Time // installation -> suspended_at
 	repos         map[string]*repo
 	unknownReads  int  // Options.MergeableUnknownReads, resolved
+	staleReads    int  // Options.StaleRefReads, resolved
 	workflows     bool // the App has the workflows permission
 	faults        []*faultRule
 	rec           records
@@ -130,6 +140,12 @@ func NewWithOptions(t TB, o Options) *Server {
 	case o.MergeableUnknownReads < 0:
 		o.MergeableUnknownReads = 0
 	}
+	switch {
+	case o.StaleRefReads == 0:
+		o.StaleRefReads = 1
+	case o.StaleRefReads < 0:
+		o.StaleRefReads = 0
+	}
 	s := &Server{
 		prefix: "/" + strings.Trim(o.PathPrefix, "/"),
 		mux:    http.NewServeMux(),
@@ -152,6 +168,7 @@ func NewWithOptions(t TB, o Options) *Server {
 		suspended:     map[string]time.Time{},
 		repos:         map[string]*repo{},
 		unknownReads:  o.MergeableUnknownReads,
+		staleReads:    o.StaleRefReads,
 		workflows:     o.WorkflowsPermission,
 	}
 	if s.prefix == "/" {

@@ -111,9 +111,10 @@ type repo struct {
 	roles         map[string]customRole // login (lower case) -> role
 	comments      map[int64]int         // comment id -> PR number (AddComment)
 	reactions     map[reactionKey]reactionRec
-	private       bool     // SetPrivate
-	git           *gitRepo // the git model (git.go)
-	ci            *ciState // SimulateCI (ci.go); nil: no simulated CI
+	private       bool                // SetPrivate
+	git           *gitRepo            // the git model (git.go)
+	stale         map[string]staleRef // branch -> what its next reads see (Options.StaleRefReads)
+	ci            *ciState            // SimulateCI (ci.go); nil: no simulated CI
 }
 
 type checkRun struct {
