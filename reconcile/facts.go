@@ -41,9 +41,34 @@ func readThrough[T any](s *Syncer, m map[string]cached[T], key string, ttl time.
 		return v, err
 	}
 	s.mu.Lock()
-	m[key] = cached[T]{v: v, at: now}
+	keep(m, key, cached[T]{v: v, at: now}, ttl)
 	s.mu.Unlock()
 	return v, nil
+}
+
+// maxCached bounds each of the Syncer's caches: one of them has an entry
+// per commenter (the permission of anyone who types a command), and
+// anyone can comment.
+const maxCached = 4096
+
+// keep stores c under key in m, first dropping what is older than ttl
+// when m is full, then, if it is still full, entries at random (a cache
+// miss costs one read). The caller holds s.mu.
+func keep[T any](m map[string]cached[T], key string, c cached[T], ttl time.Duration) {
+	if _, ok := m[key]; !ok && len(m) >= maxCached {
+		for k, old := range m {
+			if age := c.at.Sub(old.at); age < 0 || age >= ttl {
+				delete(m, k)
+			}
+		}
+		for k := range m {
+			if len(m) < maxCached {
+				break
+			}
+			delete(m, k)
+		}
+	}
+	m[key] = c
 }
 
 // facts reads what the decision needs: the base's rules and the checks on
