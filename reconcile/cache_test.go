@@ -1,9 +1,17 @@
 package reconcile
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mergegate/mergegate/forge"
+	"github.com/mergegate/mergegate/internal/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
+	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/lifecycle"
 )
 
 // The Syncer's caches stay within maxCached entries however many keys
@@ -36,5 +44,54 @@ func TestCachesAreBounded(t *testing.T) {
 				t.Errorf("a key already kept is replaced in place: %d entries, %v", len(m), m["new"].v)
 			}
 		})
+	}
+}
+
+// What mergegate wrote of its own branches stands in for a read for
+// readLag (GitHub's read may still show the branch as it was), no longer,
+// and not when the clock went back; a landing holds the train's reading of
+// its base for as long, not when it is stamped ahead of this clock.
+func TestOwnWritesStandInForLaggingReads(t *testing.T) {
+	clk := leasedo.NewManualClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	gh := fakegithub.NewWithOptions(t, fakegithub.Options{Clock: clk.Now})
+	gh.AddRepo("1", "o/r", "main") // no train branch there
+	s := NewSyncer(SyncConfig{Clock: clk, Forge: testkit.Forge(t, gh, forge.Config{Clock: clk.Now})})
+	k := leasedo.Key{Tenant: "1", Repo: "o/r"}
+	const train = "mergegate/main/train"
+	ctx := context.Background()
+	for _, tc := range []struct {
+		move time.Duration
+		want string // "": read from GitHub, which has no such branch
+	}{
+		{0, "abc"},
+		{readLag - time.Millisecond, "abc"},
+		{readLag, ""},
+		{-time.Hour, ""}, // the clock went back
+	} {
+		s.wroteBranch(k, train, "abc")
+		clk.Set(clk.Now().Add(tc.move))
+		tip, err := s.ownTip(ctx, k, train)
+		if tip != tc.want || (tc.want == "") != errors.Is(err, forge.ErrNotFound) {
+			t.Errorf("%s after the write: %q %v, want %q", tc.move, tip, err, tc.want)
+		}
+		clk.Set(clk.Now().Add(-tc.move))
+	}
+	s.wroteBranch(k, train, "")
+	if n := gh.CallCount(fakegithub.RouteGetRef); n != 2 {
+		t.Errorf("%d reads of the branch, want 2 (the writes too old to stand in)", n)
+	}
+	if _, err := s.ownTip(ctx, k, train); !errors.Is(err, forge.ErrNotFound) || gh.CallCount(fakegithub.RouteGetRef) != 2 {
+		t.Errorf("just deleted: %v, %d reads; want ErrNotFound without a read", err, gh.CallCount(fakegithub.RouteGetRef))
+	}
+
+	landed := leasedo.Landed{Tip: "abc", Recent: []lifecycle.LandedPR{{Number: 1, At: clk.Now().UnixMilli()}}}
+	for _, tc := range []struct {
+		after  time.Duration
+		within bool
+	}{{0, true}, {readLag - time.Millisecond, true}, {readLag, false}, {-time.Second, false}} {
+		clk.Set(time.UnixMilli(landed.Recent[0].At).Add(tc.after))
+		if got := s.landedWithin(landed, readLag); got != tc.within {
+			t.Errorf("%s after the landing: landedWithin %v, want %v", tc.after, got, tc.within)
+		}
 	}
 }

@@ -43,7 +43,7 @@ func (s *Syncer) wroteBranch(k leasedo.Key, branch, sha string) {
 		// Groups' own branches are written once each: keep what is
 		// recent only.
 		for key, w := range s.wrote {
-			if now.Sub(w.at) >= readLag {
+			if age := now.Sub(w.at); age < 0 || age >= readLag {
 				delete(s.wrote, key)
 			}
 		}
@@ -62,7 +62,7 @@ func (s *Syncer) ownTip(ctx context.Context, k leasedo.Key, branch string) (stri
 	key := k.String() + "@" + branch
 	s.mu.Lock()
 	w, ok := s.wrote[key]
-	if ok && s.clock.Now().Sub(w.at) >= readLag {
+	if age := s.clock.Now().Sub(w.at); ok && (age < 0 || age >= readLag) {
 		delete(s.wrote, key)
 		ok = false
 	}
@@ -86,7 +86,8 @@ func (s *Syncer) landedWithin(l leasedo.Landed, d time.Duration) bool {
 	if l.Tip == "" || len(l.Recent) == 0 {
 		return false
 	}
-	return s.clock.Now().Sub(time.UnixMilli(l.Recent[len(l.Recent)-1].At)) < d
+	age := s.clock.Now().Sub(time.UnixMilli(l.Recent[len(l.Recent)-1].At))
+	return age >= 0 && age < d // a replica whose clock is ahead does not hold the train
 }
 
 // trainBases lists the bases of k that run a train now, or still have
