@@ -176,6 +176,20 @@ func (h *harness) landedOnlyTested(want ...int) {
 	}
 }
 
+// headMerges counts, for pull requests 1…n, the merges of their heads
+// onto mergegate's branches.
+func (h *harness) headMerges(n int) map[int]int {
+	merged := map[int]int{}
+	for _, w := range h.gh.RefWrites() {
+		for i := 1; i <= n; i++ {
+			if pr, _ := h.gh.PR(testRepo, i); w.Action == "merge" && w.Head == pr.HeadSHA {
+				merged[i]++
+			}
+		}
+	}
+	return merged
+}
+
 // comments returns the comments mergegate wrote on PR n.
 func (h *harness) comments(n int) []string {
 	var out []string
@@ -237,14 +251,7 @@ func TestTrainFindsAPairThatBreaksTogether(t *testing.T) {
 			t.Errorf("%s was pushed for a piece whose step CI had run on", w.Branch)
 		}
 	}
-	merged := map[int]int{}
-	for _, w := range h.gh.RefWrites() {
-		for n := 1; n <= 6; n++ {
-			if pr, _ := h.gh.PR(testRepo, n); w.Action == "merge" && w.Head == pr.HeadSHA {
-				merged[n]++
-			}
-		}
-	}
+	merged := h.headMerges(6)
 	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2}; !reflect.DeepEqual(merged, want) {
 		t.Errorf("merges of each pull request's head %v, want %v", merged, want)
 	}
@@ -908,14 +915,7 @@ func TestTrainWhenGitHubsReadsLag(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("no merge met a branch GitHub did not show yet: the fake's reads did not lag")
 	}
-	merged := map[int]int{}
-	for _, w := range h.gh.RefWrites() {
-		for n := 1; n <= 6; n++ {
-			if pr, _ := h.gh.PR(testRepo, n); w.Action == "merge" && w.Head == pr.HeadSHA {
-				merged[n]++
-			}
-		}
-	}
+	merged := h.headMerges(6)
 	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2}; !reflect.DeepEqual(merged, want) {
 		t.Errorf("merges of each pull request's head %v, want %v (a build that met a lagging read goes on where it stopped)", merged, want)
 	}
