@@ -885,7 +885,13 @@ func TestTrainProtectedBranchBouncesNobody(t *testing.T) {
 	for _, b := range []string{"mergegate/" + testBase + "/train", "mergegate-build/" + testBase + "/train"} {
 		h.gh.RemoveProtection(testRepo, b) // the operator's fix (kept, it would also refuse deleting the branch)
 	}
-	h.clock.Advance(time.Minute) // the failed step's retry
+	// The failed step's retry, a minute after the refusal: the test may
+	// see the refusal's log line before the engine set that timer, so the
+	// clock moves a minute at a time until the build is made.
+	h.eventually("the build once the operator removed the rules", func() bool {
+		h.clock.Advance(time.Minute)
+		return strings.Contains(h.logBuf.String(), "merge train group built")
+	})
 	h.runCI(20, h.queueEmpty)
 	h.landedOnlyTested(1)
 }
