@@ -85,7 +85,7 @@ type Syncer struct {
 	retries map[string]int                        // tenant:repo#pr: pauses in a row
 	perms   map[string]cached[forge.Permission]   // tenant:repo@user
 	moved   map[string]time.Time                  // tenant:repo@base: when mergegate last merged into it
-	wrote   map[string]wroteTip                   // tenant:repo@branch: a train branch as mergegate last wrote it (train.go)
+	wrote   map[string]cached[string]             // tenant:repo@branch: a train branch's tip as mergegate last wrote it, "" for none (train.go)
 }
 
 // NewSyncer returns a Syncer; zero fields of cfg take their defaults.
@@ -102,7 +102,7 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 	return &Syncer{
 		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
-		perms: map[string]cached[forge.Permission]{}, moved: map[string]time.Time{}, wrote: map[string]wroteTip{},
+		perms: map[string]cached[forge.Permission]{}, moved: map[string]time.Time{}, wrote: map[string]cached[string]{},
 	}
 }
 

@@ -26,29 +26,12 @@ import (
 // otherwise is taken for GitHub's replicas lagging the write.
 const readLag = 10 * time.Second
 
-// wroteTip is a train branch's tip as mergegate last wrote it ("": none
-// there, deleted or read so), and when.
-type wroteTip struct {
-	sha string
-	at  time.Time
-}
-
 // wroteBranch remembers that mergegate set branch to sha ("": deleted it,
-// or read that there is none).
+// or read that there is none), for readLag (the Syncer's caches: keep).
 func (s *Syncer) wroteBranch(k leasedo.Key, branch, sha string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clock.Now()
-	if len(s.wrote) >= 64 {
-		// Groups' own branches are written once each: keep what is
-		// recent only.
-		for key, w := range s.wrote {
-			if age := now.Sub(w.at); age < 0 || age >= readLag {
-				delete(s.wrote, key)
-			}
-		}
-	}
-	s.wrote[k.String()+"@"+branch] = wroteTip{sha: sha, at: now}
+	keep(s.wrote, k.String()+"@"+branch, cached[string]{v: sha, at: s.clock.Now()}, readLag)
 }
 
 // ownTip is a train branch's tip (ErrNotFound: none), as mergegate wrote
@@ -59,19 +42,14 @@ func (s *Syncer) wroteBranch(k leasedo.Key, branch, sha string) {
 // merge's parents), a forced reset replaces it, and a branch taken to be
 // missing is created, or reset when it is there (setBranch).
 func (s *Syncer) ownTip(ctx context.Context, k leasedo.Key, branch string) (string, error) {
-	key := k.String() + "@" + branch
 	s.mu.Lock()
-	w, ok := s.wrote[key]
-	if age := s.clock.Now().Sub(w.at); ok && (age < 0 || age >= readLag) {
-		delete(s.wrote, key)
-		ok = false
-	}
+	sha, ok := fresh(s.wrote, k.String()+"@"+branch, s.clock.Now(), readLag)
 	s.mu.Unlock()
 	switch {
-	case ok && w.sha == "":
+	case ok && sha == "":
 		return "", fmt.Errorf("%s: %s: %w (as mergegate left it a moment ago)", k, branch, forge.ErrNotFound)
 	case ok:
-		return w.sha, nil
+		return sha, nil
 	}
 	tip, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, branch)
 	if errors.Is(err, forge.ErrNotFound) {
