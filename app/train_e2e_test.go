@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -897,41 +898,56 @@ func TestTrainProtectedBranchBouncesNobody(t *testing.T) {
 }
 
 // GitHub's reads lag its writes (the fake's default: the first read of a
-// branch after each write sees it as it was): a merge into the train's
-// branches just created answers 404 "Base does not exist", the read after
-// the last merge shows the step before it, the base reads as it was just
-// after a landing. None of that is an error, a foreign commit, or a base
-// moved from outside: the train drains in its three rounds, each head is
-// merged once, and nothing is abandoned or rebuilt.
+// branch after each write sees it as it was): a branch just created is not
+// there yet for the read before the first merge onto it (or, on another
+// replica, for the merge: 404 "Base does not exist"), the read after the
+// last merge shows the step before it, the base reads as it was just after
+// a landing. None of that is an error, a foreign commit, or a base moved
+// from outside: the train drains in its three rounds, each head is merged
+// once, and nothing is abandoned or rebuilt. The read before the merge
+// keeps the refused merges off the write budget.
 func TestTrainWhenGitHubsReadsLag(t *testing.T) {
-	h := trainHarness(t, "mode: train\nbatch_size: 4\n", fakegithub.CI{Breaking: [][2]int{{2, 4}}})
-	h.gh.AllowPush(testRepo, testBase)
-	h.openLabeled(1, 2, 3, 4, 5, 6)
-	took := h.runCI(60, h.queueEmpty)
-	h.landedOnlyTested(1, 2, 3, 5, 6)
-	if took > 3*ciLength+time.Minute {
-		t.Errorf("the drain took %s, want three CI lengths", took)
-	}
-	refused := 0
-	for _, c := range h.gh.Calls() {
-		if c.Route == fakegithub.RouteMergeBranch && c.Status == 404 {
-			refused++
-		}
-	}
-	if refused == 0 {
-		t.Fatal("no merge met a branch GitHub did not show yet: the fake's reads did not lag")
-	}
-	merged := h.headMerges(6)
-	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2}; !reflect.DeepEqual(merged, want) {
-		t.Errorf("merges of each pull request's head %v, want %v (a build that met a lagging read goes on where it stopped)", merged, want)
-	}
-	log := h.logBuf.String()
-	for _, bad := range []string{`"level":"error"`, "abandoned", "queue step failed", "outside mergegate"} {
-		if strings.Contains(log, bad) {
-			t.Errorf("the log says %q:\n%s", bad, log)
-		}
-	}
-	if !strings.Contains(log, "GitHub does not show the branch mergegate just wrote yet") {
-		t.Errorf("the log does not say the build waited for GitHub's read to catch up:\n%s", log)
+	for _, tc := range []struct {
+		name    string
+		refused int // merges answered 404 "Base does not exist" (injected)
+	}{
+		{"the read before the merge lags", 0},
+		{"the merge's read lags too", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := trainHarness(t, "mode: train\nbatch_size: 4\n", fakegithub.CI{Breaking: [][2]int{{2, 4}}})
+			h.gh.AllowPush(testRepo, testBase)
+			if tc.refused > 0 {
+				h.gh.Fail(fakegithub.RouteMergeBranch, tc.refused, fakegithub.FaultStatus(http.StatusNotFound, fakegithub.MsgBaseMissing))
+			}
+			h.openLabeled(1, 2, 3, 4, 5, 6)
+			took := h.runCI(60, h.queueEmpty)
+			h.landedOnlyTested(1, 2, 3, 5, 6)
+			if took > 3*ciLength+time.Minute {
+				t.Errorf("the drain took %s, want three CI lengths", took)
+			}
+			refused := 0
+			for _, c := range h.gh.Calls() {
+				if c.Route == fakegithub.RouteMergeBranch && c.Status == http.StatusNotFound {
+					refused++
+				}
+			}
+			if refused != tc.refused {
+				t.Errorf("%d merges refused for a branch GitHub did not show yet, want %d (the injected ones)", refused, tc.refused)
+			}
+			merged := h.headMerges(6)
+			if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2}; !reflect.DeepEqual(merged, want) {
+				t.Errorf("merges of each pull request's head %v, want %v (a build that met a lagging read goes on where it stopped)", merged, want)
+			}
+			log := h.logBuf.String()
+			for _, bad := range []string{`"level":"error"`, "abandoned", "queue step failed", "outside mergegate"} {
+				if strings.Contains(log, bad) {
+					t.Errorf("the log says %q:\n%s", bad, log)
+				}
+			}
+			if !strings.Contains(log, "GitHub does not show the branch mergegate just wrote yet") {
+				t.Errorf("the log does not say the build waited for GitHub's read to catch up (the fake's reads did not lag?):\n%s", log)
+			}
+		})
 	}
 }

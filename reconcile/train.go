@@ -411,6 +411,7 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	tmp, train := g.BuildBranch(), g.TrainBranch()
 	on := ""           // where the merges are made: train, or tmp then train
 	trainMade := false // the train branch exists (read by buildOn)
+	unseen := ""       // a branch this build created that no read has shown yet
 	head := parent
 	prs := slices.Clone(g.PRs)
 	for i, m := range prs {
@@ -419,10 +420,25 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			continue
 		}
 		if on == "" {
+			var created bool
 			var err error
-			if on, trainMade, err = s.buildOn(ctx, k, tmp, train, head); err != nil {
+			if on, trainMade, created, err = s.buildOn(ctx, k, tmp, train, head); err != nil {
 				return false, 0, err
 			}
+			if created {
+				unseen = on
+			}
+		}
+		if unseen == on {
+			// GitHub's merge into a branch created a moment before may
+			// not find it (its reads lag its writes): a read, not a
+			// refused write, tells whether it is there yet.
+			if _, err := s.gh.BranchHead(ctx, k.Tenant, k.Repo, on); errors.Is(err, forge.ErrNotFound) {
+				return s.buildLater(ctx, l, g, prs, m.Number, on, log)
+			} else if err != nil {
+				return false, 0, err
+			}
+			unseen = ""
 		}
 		// The branches hold what mergegate wrote, and only that: each
 		// merge's parents are the tip mergegate left and the pull
@@ -440,15 +456,8 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 		switch {
 		case errors.Is(err, forge.ErrBaseMissing):
 			// The branch mergegate created or moved a moment ago is not
-			// there for GitHub's merge yet (its reads lag its writes).
-			// The merges made are kept: the build goes on from here.
-			g.PRs = prs
-			if err := s.store.SaveGroup(ctx, l, g); err != nil {
-				return false, 0, err
-			}
-			log.Info().Int("pr", m.Number).Str("branch", on).
-				Msg("GitHub does not show the branch mergegate just wrote yet; the group's build goes on in a moment")
-			return false, s.nextRetry(k, m.Number), nil
+			// there for GitHub's merge yet.
+			return s.buildLater(ctx, l, g, prs, m.Number, on, log)
 		case errors.Is(err, forge.ErrMergeConflict):
 			ahead := append(rules.Ahead(f.Groups, g.ID), g.Numbers()[:i]...)
 			b := rules.Bounced{Kind: rules.BounceTrainConflict, Base: f.Base, At: head, Ahead: ahead}
@@ -480,10 +489,13 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 			// The merge's parents are checked: what is on tmp now does not
 			// matter, the train branch goes on from the merge mergegate
 			// made.
-			if err := s.setBranch(ctx, k, train, head, trainMade); err != nil {
+			created, err := s.setBranch(ctx, k, train, head, trainMade)
+			if err != nil {
 				return false, 0, err
 			}
-			on = train
+			if on = train; created {
+				unseen = train
+			}
 		}
 	}
 	push := ""
@@ -518,7 +530,7 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 		if err := s.store.SaveGroup(ctx, l, g); err != nil { // its branch, before the push
 			return false, 0, err
 		}
-		if err := s.setBranch(ctx, k, push, head, push == train && trainMade); err != nil {
+		if _, err := s.setBranch(ctx, k, push, head, push == train && trainMade); err != nil {
 			return false, 0, err
 		}
 	}
@@ -530,18 +542,34 @@ func (s *Syncer) buildGroup(ctx context.Context, l *leasedo.Lease, f rules.Train
 	return true, 0, nil
 }
 
+// buildLater keeps the merges a build made (prs) and has it go on from
+// there at the next sync, a moment later: GitHub does not show the branch
+// mergegate wrote a moment ago (on) yet.
+func (s *Syncer) buildLater(ctx context.Context, l *leasedo.Lease, g leasedo.Group, prs []leasedo.GroupPR, number int, on string, log zerolog.Logger) (bool, time.Duration, error) {
+	g.PRs = prs
+	if err := s.store.SaveGroup(ctx, l, g); err != nil {
+		return false, 0, err
+	}
+	log.Info().Int("pr", number).Str("branch", on).
+		Msg("GitHub does not show the branch mergegate just wrote yet; the group's build goes on in a moment")
+	return false, s.nextRetry(l.Key, number), nil
+}
+
 // buildOn is where a build on head makes its first merge: the train
 // branch when it ends at head, else the build branch, set to head. made
-// reports whether the train branch exists.
-func (s *Syncer) buildOn(ctx context.Context, k leasedo.Key, tmp, train, head string) (on string, made bool, err error) {
+// reports whether the train branch exists, created whether on was
+// created just now.
+func (s *Syncer) buildOn(ctx context.Context, k leasedo.Key, tmp, train, head string) (on string, made, created bool, err error) {
 	tip, err := s.ownTip(ctx, k, train)
 	switch {
 	case err == nil && tip == head:
-		return train, true, nil
+		return train, true, false, nil
 	case err != nil && !errors.Is(err, forge.ErrNotFound):
-		return "", false, err
+		return "", false, false, err
 	}
-	return tmp, err == nil, s.resetBuildBranch(ctx, k, tmp, head)
+	made = err == nil
+	created, err = s.resetBuildBranch(ctx, k, tmp, head)
+	return tmp, made, created, err
 }
 
 // stepRan reports whether CI reported on sha, a step of a group's build,
@@ -851,14 +879,14 @@ func (s *Syncer) dropGroup(ctx context.Context, l *leasedo.Lease, g leasedo.Grou
 // resetBuildBranch points the base's build branch at sha. It is read
 // first: a group built on the one ahead of it finds the branch where that
 // one's build left it, and costs no write; otherwise it is a forced
-// update (one write), or created when there is none.
-func (s *Syncer) resetBuildBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
+// update (one write), or created when there is none (created).
+func (s *Syncer) resetBuildBranch(ctx context.Context, k leasedo.Key, branch, sha string) (created bool, err error) {
 	tip, err := s.ownTip(ctx, k, branch)
 	switch {
 	case err == nil && tip == sha:
-		return nil
+		return false, nil
 	case err != nil && !errors.Is(err, forge.ErrNotFound):
-		return err
+		return false, err
 	}
 	// A read may lag: setBranch falls back to the other write.
 	return s.setBranch(ctx, k, branch, sha, err == nil)
@@ -867,30 +895,32 @@ func (s *Syncer) resetBuildBranch(ctx context.Context, k leasedo.Key, branch, sh
 // resetBranch points branch at sha, creating it; one left by a build a
 // restart interrupted is mergegate's own to reset.
 func (s *Syncer) resetBranch(ctx context.Context, k leasedo.Key, branch, sha string) error {
-	return s.setBranch(ctx, k, branch, sha, false)
+	_, err := s.setBranch(ctx, k, branch, sha, false)
+	return err
 }
 
 // setBranch points branch at sha: a forced update when it exists (made,
-// as read), else created; either falls back to the other when the branch
-// is not as read.
-func (s *Syncer) setBranch(ctx context.Context, k leasedo.Key, branch, sha string, made bool) error {
+// as read), else created (created); either falls back to the other when
+// the branch is not as read.
+func (s *Syncer) setBranch(ctx context.Context, k leasedo.Key, branch, sha string, made bool) (created bool, err error) {
 	// A build, not a landing: the reset's PATCH is the class of the
 	// build's other writes, not the base's fast-forward.
 	ctx = forge.WithWriteClass(ctx, forge.ClassUnblock)
-	var err error
 	if made {
 		err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
 	}
 	if !made || errors.Is(err, forge.ErrRefMissing) {
 		err = s.gh.CreateBranch(ctx, k.Tenant, k.Repo, branch, sha)
+		created = err == nil
 		if errors.Is(err, forge.ErrRefExists) {
 			err = s.gh.SetBranch(ctx, k.Tenant, k.Repo, branch, sha, true)
 		}
 	}
-	if err == nil {
-		s.wroteBranch(k, branch, sha)
+	if err != nil {
+		return false, err
 	}
-	return err
+	s.wroteBranch(k, branch, sha)
+	return created, nil
 }
 
 // deleteGroupBranch deletes g's own branch, when it has one; one already
