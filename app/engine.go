@@ -488,6 +488,14 @@ func (e *Engine) retryAfter(k leasedo.Key, err error) time.Duration {
 	case e.ctx.Err() != nil:
 		return 0
 	}
+	if needs, ok := forge.MissingPermission(err); ok {
+		ev := log.Error().Err(err)
+		if needs != "" {
+			ev = ev.Str("needs", needs)
+		}
+		ev.Msg("GitHub refused a request the App's permissions on this installation do not cover; the queue retries in a minute (operator: give the App what app.yml asks for, and accept it on the installation; needs is what GitHub says the request needs)")
+		return time.Minute
+	}
 	log.Error().Err(err).Msg("queue step failed; retrying in a minute (operator: check the App's permissions and installation)")
 	return time.Minute
 }

@@ -198,6 +198,39 @@ func TestFaultGitHubDownMergeWaitsThenHappens(t *testing.T) {
 	h.integrityOK()
 }
 
+// The installation has not accepted a permission mergegate needs (here
+// administration: read, for the base's protection): GitHub answers 403
+// "Resource not accessible by integration" and names what the request
+// needs in X-Accepted-GitHub-Permissions. The log says so, with what
+// GitHub named, instead of a generic failure; nobody is bounced, and once
+// the permission is accepted the queue's next try merges.
+func TestFaultMissingPermissionIsNamed(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, false)
+	h.gh.Fail(fakegithub.RouteGetProtection, -1, fakegithub.FaultMissingPermission("administration=read"))
+	h.label(7, shaA)
+	h.pass(shaA)
+	h.waitLogged("GitHub refused a request the App's permissions on this installation do not cover; the queue retries in a minute (operator: give the App what app.yml asks for, and accept it on the installation; needs is what GitHub says the request needs)", 1)
+	if log := h.logBuf.String(); !strings.Contains(log, `"needs":"administration=read"`) || strings.Contains(log, "queue step failed") {
+		t.Errorf("the log does not name the permission (needs), or still says only that the step failed:\n%s", log)
+	}
+	if m := h.merges(); len(m) != 0 {
+		t.Fatalf("merged without reading the base's protection: %+v", m)
+	}
+	if q := h.queue(); len(q) != 1 || q[0].PRNumber != 7 || q[0].Status == leasedo.StatusBounced {
+		t.Fatalf("queue while the permission is missing: %+v", q)
+	}
+
+	h.gh.ClearFaults() // the owner accepted the permission
+	h.eventually("the merge at the retry, a minute later", func() bool {
+		h.clock.Advance(time.Minute)
+		return len(h.merges()) == 1
+	})
+	if m := h.merges()[0]; m.PRNumber != 7 || m.SHA != shaA {
+		t.Fatalf("merge = %+v", m)
+	}
+}
+
 // The clock jumps back an hour while a lease is held: the lease expires one
 // TTL after the jump (not stuck for the hour), and not before (not stolen
 // early); a delivery that waited on it is then applied. A jump forward ages

@@ -165,10 +165,30 @@ type APIError struct {
 	Repo    string
 	Status  int
 	Message string
+	// Needs is, on a 403, what GitHub says the request needs
+	// (X-Accepted-GitHub-Permissions: "administration=read"; sets of
+	// them separated by "; "), when it says.
+	Needs string
 }
 
 func (e *APIError) Error() string {
-	return fmt.Sprintf("github %s (installation %s, %s): %d %s", e.Op, e.Tenant, e.Repo, e.Status, e.Message)
+	msg := fmt.Sprintf("github %s (installation %s, %s): %d %s", e.Op, e.Tenant, e.Repo, e.Status, e.Message)
+	if e.Needs != "" {
+		msg += " (GitHub says it needs " + e.Needs + ")"
+	}
+	return msg
+}
+
+// MissingPermission reports whether err is GitHub refusing a request the
+// installation's permissions do not cover (403 "Resource not accessible
+// by integration"), and what GitHub says the request needs ("" when it
+// does not say).
+func MissingPermission(err error) (needs string, ok bool) {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !strings.Contains(strings.ToLower(ae.Message), "resource not accessible by integration") {
+		return "", false
+	}
+	return ae.Needs, true
 }
 
 // IsNotFound reports whether err is a 404 answer.
@@ -210,7 +230,12 @@ func (c call) classify(ctx context.Context, err error, mergeLike bool) error {
 	}
 	var er *github.ErrorResponse
 	if errors.As(err, &er) && er.Response != nil {
-		return c.fromStatus(er.Response.StatusCode, er.Message, err, mergeLike)
+		err := c.fromStatus(er.Response.StatusCode, er.Message, err, mergeLike)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusForbidden {
+			ae.Needs = er.Response.Header.Get("X-Accepted-GitHub-Permissions")
+		}
+		return err
 	}
 	var he *ghinstallation.HTTPError
 	if errors.As(err, &he) && he.Response != nil {

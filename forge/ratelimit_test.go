@@ -2,6 +2,7 @@ package forge_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,7 +151,7 @@ func TestSecondaryLimitWithoutRetryAfterBacksOffExponentially(t *testing.T) {
 func TestPermission403IsNotARateLimit(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.gh.AddPR(repo, fakegithub.PR{Number: 1})
-	e.gh.Fail(fakegithub.RouteGetPull, 1, fakegithub.FaultStatus(403, "Resource not accessible by integration"))
+	e.gh.Fail(fakegithub.RouteGetPull, 1, fakegithub.FaultMissingPermission("pull_requests=read; contents=read"))
 	_, err := e.c.GetPR(e.ctx, tenant, repo, 1)
 	var ae *forge.APIError
 	if !errors.As(err, &ae) || ae.Status != 403 {
@@ -158,6 +159,15 @@ func TestPermission403IsNotARateLimit(t *testing.T) {
 	}
 	if _, ok := forge.IsRateLimited(err); ok {
 		t.Error("a permission 403 was taken for a rate limit")
+	}
+	if needs, ok := forge.MissingPermission(err); !ok || needs != "pull_requests=read; contents=read" {
+		t.Errorf("MissingPermission = %q, %v; want GitHub's X-Accepted-GitHub-Permissions", needs, ok)
+	}
+	if !strings.Contains(err.Error(), "needs pull_requests=read; contents=read") {
+		t.Errorf("the error does not say what GitHub says the request needs: %v", err)
+	}
+	if _, ok := forge.MissingPermission(&forge.APIError{Status: 403, Message: "Upgrade to GitHub Pro or make this repository public to enable this feature."}); ok {
+		t.Error("a plan's 403 was taken for a missing permission")
 	}
 	if _, err := e.c.GetPR(e.ctx, tenant, repo, 1); err != nil {
 		t.Errorf("next call blocked after a permission 403: %v", err)

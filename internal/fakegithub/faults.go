@@ -48,6 +48,19 @@ func FaultRetryAfter(status, seconds int) Fault {
 	}
 }
 
+// FaultMissingPermission is GitHub's answer to a request the
+// installation's permissions do not cover: 403 "Resource not accessible
+// by integration", with X-Accepted-GitHub-Permissions naming what the
+// endpoint needs (needs, e.g. "administration=read"; GitHub's list of
+// permissions per endpoint).
+func FaultMissingPermission(needs string) Fault {
+	return Fault{
+		Status:  http.StatusForbidden,
+		Message: MsgNotAccessible,
+		Header:  map[string]string{"X-Accepted-GitHub-Permissions": needs},
+	}
+}
+
 // FaultSecondary is a secondary rate limit without retry-after.
 func FaultSecondary(status int) Fault {
 	return Fault{Status: status, Message: "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}

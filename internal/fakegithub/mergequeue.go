@@ -29,7 +29,7 @@ const (
 	MsgEnqueueConflict      = "Pull request has merge conflicts"
 	MsgEnqueueDraft         = "Pull request is still a draft"
 	MsgEnqueueClosed        = "Pull request is closed"
-	MsgEnqueueForbidden     = "Resource not accessible by integration"
+	MsgEnqueueForbidden     = MsgNotAccessible
 )
 
 // Reasons GitHub gives for removing a pull request from its merge queue

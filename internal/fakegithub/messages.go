@@ -49,6 +49,9 @@ const (
 	MsgNoNewCommits    = "There are no new commits on the base branch."
 	MsgUpdateConflict  = "merge conflict between base and head"
 	MsgUpdateClosed    = "Pull request is closed"
+	// 403 on any request the installation's permissions do not cover
+	// (FaultMissingPermission).
+	MsgNotAccessible = "Resource not accessible by integration"
 )
 
 // FaultBaseModified is GitHub's 405 when the base branch moved during the
