@@ -8,6 +8,7 @@ import (
 
 	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/rules"
 )
 
 const (
@@ -234,6 +235,42 @@ func TestBehindBaseUpdatedOnceThenMerged(t *testing.T) {
 	if len(h.merges()) != 0 {
 		t.Fatal("merged a branch that is behind")
 	}
+	newHead := h.gh.BranchUpdates()[0].ToSHA
+	h.mustSend("pull_request", h.prPayload("synchronize", 6, newHead, "automerge"))
+	h.pass(newHead)
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	if m := h.merges()[0]; m.SHA != newHead {
+		t.Fatalf("merged %s, want the updated head %s", m.SHA, newHead)
+	}
+}
+
+// GitHub answers update-branch 202 and updates the branch later; when the
+// update never comes, the pull request does not wait for ever: a pass
+// after rules.UpdatePatience asks again (one more write), and the
+// updated head merges after its checks. A pass before then asks nothing.
+func TestBehindBaseUpdateThatNeverComesIsAskedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, true)
+	h.label(6, shaA)
+	h.gh.SetBehind(testRepo, 6, true)
+	h.gh.Fail(fakegithub.RouteUpdateBranch, 1, fakegithub.FaultUpdateLost())
+	h.pass(shaA)
+	h.eventually("the ask to update", func() bool { return h.gh.CallCount(fakegithub.RouteUpdateBranch) == 1 })
+	h.settle()
+	if q := h.queue(); len(q) != 1 || q[0].GateReason != rules.UpdatingPrefix+testBase {
+		t.Fatalf("queue after the ask = %+v, want #6 waiting for the update", q)
+	}
+	h.clock.Advance(rules.UpdatePatience - time.Minute)
+	h.cronPass()
+	if n := h.gh.CallCount(fakegithub.RouteUpdateBranch); n != 1 {
+		t.Fatalf("update-branch calls = %d before the patience ran out, want 1", n)
+	}
+	h.clock.Advance(time.Minute)
+	h.cronPass()
+	if n, ups := h.gh.CallCount(fakegithub.RouteUpdateBranch), h.gh.BranchUpdates(); n != 2 || len(ups) != 1 {
+		t.Fatalf("update-branch calls = %d, updates %+v; want the lost one and one more, which updated", n, ups)
+	}
+	h.waitLogged("GitHub has not updated the branch it was asked to update: asked again", 1)
 	newHead := h.gh.BranchUpdates()[0].ToSHA
 	h.mustSend("pull_request", h.prPayload("synchronize", 6, newHead, "automerge"))
 	h.pass(newHead)

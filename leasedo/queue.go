@@ -17,7 +17,7 @@ func (s *Store) Items(ctx context.Context, k Key) ([]Item, error) {
 
 func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 	rows, err := q.QueryContext(ctx, `SELECT pr_number, pr_sha, queued_at, status, reevaluated_at, gate_result, gate_result_at,
-			gate_reason, base_ref, branch_updated_sha, check_run_id, check_title, head_at, merge_method, priority, priority_name,
+			gate_reason, base_ref, branch_updated_sha, branch_updated_at, check_run_id, check_title, head_at, merge_method, priority, priority_name,
 			consent_sha, consent_note
 		FROM queue WHERE tenant = ? AND repo = ? ORDER BY priority DESC, queued_at, id`, k.Tenant, k.Repo)
 	if err != nil {
@@ -30,7 +30,7 @@ func items(ctx context.Context, q querier, k Key) ([]Item, error) {
 		var reev, gateAt sql.NullInt64
 		var gate sql.NullString
 		if err := rows.Scan(&it.PRNumber, &it.PRSha, &it.QueuedAt, &it.Status, &reev, &gate, &gateAt,
-			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.CheckRunID, &it.CheckTitle, &it.HeadAt, &it.MergeMethod, &it.Priority, &it.PriorityName,
+			&it.GateReason, &it.BaseRef, &it.BranchUpdatedSha, &it.BranchUpdatedAt, &it.CheckRunID, &it.CheckTitle, &it.HeadAt, &it.MergeMethod, &it.Priority, &it.PriorityName,
 			&it.ConsentSha, &it.ConsentNote); err != nil {
 			return nil, fmt.Errorf("%s: read queue: %w", k, err)
 		}
@@ -355,11 +355,17 @@ func (s *Store) SetCheckRun(ctx context.Context, l *Lease, pr int, sha string, i
 }
 
 // MarkBranchUpdated remembers that GitHub was asked to update pr's branch at
-// head sha, so it is asked once per head, not on every pass.
+// head sha, and when, so it is asked once per head, not on every pass (and
+// again only when the update has not come after a while:
+// rules.UpdatePatience).
 func (s *Store) MarkBranchUpdated(ctx context.Context, l *Lease, pr int, sha, base string) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		_, err := tx.ExecContext(ctx, `UPDATE queue SET branch_updated_sha = ?, base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END
-			WHERE tenant = ? AND repo = ? AND pr_number = ?`, sha, base, base, l.Key.Tenant, l.Key.Repo, pr)
+		at := int64(0)
+		if sha != "" {
+			at = now
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE queue SET branch_updated_sha = ?, branch_updated_at = ?, base_ref = CASE WHEN ? != '' THEN ? ELSE base_ref END
+			WHERE tenant = ? AND repo = ? AND pr_number = ?`, sha, at, base, base, l.Key.Tenant, l.Key.Repo, pr)
 		if err != nil {
 			return fmt.Errorf("%s: branch update of #%d: %w", l.Key, pr, err)
 		}

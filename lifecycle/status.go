@@ -38,8 +38,11 @@ type Item struct {
 	GateReason       string `json:"gateReason,omitempty"`
 	BaseRef          string `json:"baseRef,omitempty"`
 	BranchUpdatedSha string `json:"branchUpdatedSha,omitempty"`
-	CheckRunID       int64  `json:"checkRunId,omitempty"`
-	CheckTitle       string `json:"checkTitle,omitempty"`
+	// BranchUpdatedAt is when mergegate asked GitHub to update the
+	// branch at BranchUpdatedSha (epoch ms; 0: not known).
+	BranchUpdatedAt int64  `json:"branchUpdatedAt,omitempty"`
+	CheckRunID      int64  `json:"checkRunId,omitempty"`
+	CheckTitle      string `json:"checkTitle,omitempty"`
 	// HeadAt is when its current head joined or was seen (epoch ms): the
 	// check timeout counts from it.
 	HeadAt int64 `json:"headAt,omitempty"`

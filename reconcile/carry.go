@@ -97,7 +97,12 @@ func (s *Syncer) carry(ctx context.Context, l *leasedo.Lease, f rules.Facts, a r
 		}
 		if err == nil {
 			s.resetRetry(k, it.PRNumber)
-			log.Info().Str("base", it.BaseRef).Str("update_method", method).Msg("branch behind its base: asked GitHub to update it")
+			if it.BranchUpdatedSha == it.PRSha {
+				log.Warn().Str("base", it.BaseRef).Str("update_method", method).Dur("waited", rules.UpdatePatience).
+					Msg("GitHub has not updated the branch it was asked to update: asked again")
+			} else {
+				log.Info().Str("base", it.BaseRef).Str("update_method", method).Msg("branch behind its base: asked GitHub to update it")
+			}
 			if s.cfg.Observer != nil {
 				s.cfg.Observer.BranchUpdated(k)
 			}

@@ -374,11 +374,18 @@ func behind(f Facts) Action {
 	switch {
 	case pr.Fork && !pr.MaintainerCanModify:
 		return waitPassed(fmt.Sprintf("its branch is behind %s, and mergegate may not push to the fork: update the branch, or allow edits by maintainers", pr.BaseRef))
-	case e.BranchUpdatedSha == e.PRSha:
+	case e.BranchUpdatedSha == e.PRSha && f.Now.Sub(time.UnixMilli(e.BranchUpdatedAt)) < UpdatePatience:
 		return waitPassed(UpdatingPrefix + pr.BaseRef)
 	}
 	return Action{Kind: UpdateBranch}
 }
+
+// UpdatePatience is how long after asking GitHub to update a branch
+// mergegate waits for the new head before it asks again. GitHub answers
+// 202 and does the update later, in seconds; one that has not come by
+// then is taken as lost. An ask whose time is not known (an earlier
+// mergegate's) is made again at once.
+const UpdatePatience = 10 * time.Minute
 
 // decideRefusal sorts GitHub's refusal of the merge or the update just
 // tried (the PR was read again since, so rule 1 of Decide has seen a new

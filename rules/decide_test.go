@@ -171,7 +171,16 @@ func mergeMethod(m string) mod { return func(s *situation) { s.p.MergeMethod = m
 // The entry.
 
 // branchUpdateAsked: mergegate already asked GitHub to update this head.
-var branchUpdateAsked mod = func(s *situation) { s.f.Entry.BranchUpdatedSha = s.f.Entry.PRSha }
+// branchUpdateAsked: GitHub was asked to update the branch at the head, a
+// moment ago (updateAskedAgo: a while ago).
+var branchUpdateAsked = updateAskedAgo(time.Second)
+
+func updateAskedAgo(d time.Duration) mod {
+	return func(s *situation) {
+		s.f.Entry.BranchUpdatedSha = s.f.Entry.PRSha
+		s.f.Entry.BranchUpdatedAt = s.f.Now.Add(-d).UnixMilli()
+	}
+}
 
 // refused: GitHub refused op ("merge" or "update-branch") just now, with
 // message; the PR was read again since.
@@ -487,6 +496,15 @@ func TestDecide(t *testing.T) {
 		{"branch already asked to update waits",
 			given(mergeableState("behind"), strict, branchUpdateAsked),
 			waitPassed("branch being updated from main")},
+		{"branch asked to update a while ago, not updated yet, still waits",
+			given(mergeableState("behind"), strict, updateAskedAgo(rules.UpdatePatience-time.Second)),
+			waitPassed("branch being updated from main")},
+		{"branch asked to update longer ago than GitHub takes is asked again (its update was lost)",
+			given(mergeableState("behind"), strict, updateAskedAgo(rules.UpdatePatience)),
+			updateBranch},
+		{"branch asked to update by an earlier mergegate (no time kept) is asked again",
+			given(mergeableState("behind"), strict, func(s *situation) { s.f.Entry.BranchUpdatedSha = s.f.Entry.PRSha }),
+			updateBranch},
 		{"branch asked to update for an older head is updated again",
 			given(mergeableState("behind"), strict, func(s *situation) { s.f.Entry.BranchUpdatedSha = newSHA }),
 			updateBranch},

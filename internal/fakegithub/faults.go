@@ -61,6 +61,14 @@ func FaultMissingPermission(needs string) Fault {
 	}
 }
 
+// FaultUpdateLost is update-branch's 202 "Updating pull request branch."
+// for an update that never comes: GitHub does the update after it
+// answers, and this one's job did nothing (the fake's own update-branch
+// updates within the request).
+func FaultUpdateLost() Fault {
+	return Fault{Status: http.StatusAccepted, Message: "Updating pull request branch."}
+}
+
 // FaultSecondary is a secondary rate limit without retry-after.
 func FaultSecondary(status int) Fault {
 	return Fault{Status: status, Message: "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}
