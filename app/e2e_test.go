@@ -235,12 +235,19 @@ func TestBehindBaseUpdatedOnceThenMerged(t *testing.T) {
 	if len(h.merges()) != 0 {
 		t.Fatal("merged a branch that is behind")
 	}
+	h.mergesUpdatedHead(6)
+}
+
+// mergesUpdatedHead: GitHub's first branch update of pr is pushed (its
+// synchronize delivered) and passes its checks; it is what merges.
+func (h *harness) mergesUpdatedHead(pr int) {
+	h.t.Helper()
 	newHead := h.gh.BranchUpdates()[0].ToSHA
-	h.mustSend("pull_request", h.prPayload("synchronize", 6, newHead, "automerge"))
+	h.mustSend("pull_request", h.prPayload("synchronize", pr, newHead, "automerge"))
 	h.pass(newHead)
 	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
 	if m := h.merges()[0]; m.SHA != newHead {
-		t.Fatalf("merged %s, want the updated head %s", m.SHA, newHead)
+		h.t.Fatalf("merged %s, want the updated head %s", m.SHA, newHead)
 	}
 }
 
@@ -271,13 +278,7 @@ func TestBehindBaseUpdateThatNeverComesIsAskedAgain(t *testing.T) {
 		t.Fatalf("update-branch calls = %d, updates %+v; want the lost one and one more, which updated", n, ups)
 	}
 	h.waitLogged("GitHub has not updated the branch it was asked to update: asked again", 1)
-	newHead := h.gh.BranchUpdates()[0].ToSHA
-	h.mustSend("pull_request", h.prPayload("synchronize", 6, newHead, "automerge"))
-	h.pass(newHead)
-	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
-	if m := h.merges()[0]; m.SHA != newHead {
-		t.Fatalf("merged %s, want the updated head %s", m.SHA, newHead)
-	}
+	h.mergesUpdatedHead(6)
 }
 
 // Rate-limited answers delay the merge and do not lose it.
