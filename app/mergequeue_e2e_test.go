@@ -224,3 +224,42 @@ func TestGitHubMergeQueueLostAnswerIsReadBack(t *testing.T) {
 	}
 	h.noBounce()
 }
+
+// GitHub's GraphQL quota is the installation's own, 5,000 points an hour
+// apart from the REST quota. Spent, GitHub answers 200 with an error of
+// type RATE_LIMIT (its reference documents RATE_LIMITED): the queue waits
+// for the quota's reset, asking at most every 15 minutes meanwhile; nobody
+// is bounced, blocked or told anything, and the entry joins GitHub's merge
+// queue once the quota is back.
+func TestGitHubMergeQueueWaitsOutTheGraphQLQuota(t *testing.T) {
+	h := newHarness(t)
+	h.mergeQueueBase()
+	h.label(4, shaC)
+	h.settle()
+	h.gh.SetGraphQLRateLimit(testTenant, fakegithub.GraphQLPointsPerHour, 0)
+	asked := h.gh.CallCount(fakegithub.RouteGraphQL)
+	h.pass(shaC)
+	h.waitLogged("GitHub rate limit: the queue waits", 1)
+	for i := range 3 { // 45 minutes of the spent hour
+		h.clock.Advance(15 * time.Minute)
+		h.waitLogged("GitHub rate limit: the queue waits", i+2)
+		if it, ok := h.entry(4); !ok || it.Status == leasedo.StatusBlocked || it.Status == leasedo.StatusBounced {
+			t.Fatalf("entry = %+v, %v; want it waiting", it, ok)
+		}
+	}
+	if q := h.gh.MergeQueueEnqueues(); len(q) != 0 {
+		t.Fatalf("enqueued with the quota spent: %+v", q)
+	}
+	if n := h.gh.CallCount(fakegithub.RouteGraphQL) - asked; n > 4 {
+		t.Fatalf("%d GraphQL requests in 45 minutes of a spent quota, want at most 4 (one, then one every 15 minutes)", n)
+	}
+	h.noBounce()
+
+	h.clock.Advance(15 * time.Minute) // the quota's hour is over
+	h.eventually("#4 in GitHub's merge queue", func() bool { return len(h.gh.MergeQueueEnqueues()) == 1 })
+	h.settleQueue()
+	if it, ok := h.entry(4); !ok || !strings.HasPrefix(it.GateReason, rules.InGitHubQueuePrefix) {
+		t.Fatalf("entry = %+v, want in GitHub's merge queue", it)
+	}
+	h.noBounce()
+}

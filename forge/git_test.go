@@ -216,27 +216,39 @@ func TestGitCallsSortGitHubAnswers(t *testing.T) {
 		}
 	})
 
-	// GitHub's GraphQL quota answers 200 with a RATE_LIMITED error, its
+	// GitHub's GraphQL quota answers 200 with a rate-limit error, its
 	// reset in the headers: mergegate waits until then rather than trying
 	// again at once. Without the reset it is a transient error, as before.
-	t.Run("GraphQL RATE_LIMITED", func(t *testing.T) {
-		reset := time.Now().Add(20 * time.Minute).Truncate(time.Second)
-		g.set(200, `{"data":null,"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for installation ID 31337."}]}`)
-		g.mu.Lock()
-		g.header = map[string]string{"X-Ratelimit-Resource": "graphql", "X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": strconv.FormatInt(reset.Unix(), 10)}
-		g.mu.Unlock()
-		_, err := c.RebaseBranch(ctx, tenant, repo, 7, "PR_7", "")
-		if rl, ok := forge.IsRateLimited(err); !ok || !rl.RetryAt.Equal(reset) {
-			t.Errorf("RATE_LIMITED with a reset: %v, want a rate limit until %s", err, reset)
-		}
-		g.mu.Lock()
-		g.header = nil
-		g.mu.Unlock()
-		_, err = c.RebaseBranch(ctx, tenant, repo, 7, "PR_7", "")
-		if _, ok := forge.IsRateLimited(err); ok || !forge.IsTransient(err) {
-			t.Errorf("RATE_LIMITED without a reset: %v, want a transient error", err)
-		}
-	})
+	// The reference documents type RATE_LIMITED; GitHub sends RATE_LIMIT
+	// with code graphql_rate_limit, and x-ratelimit-remaining need not be
+	// 0 (octokit/plugin-throttling.js #636, #824).
+	for name, body := range map[string]string{
+		"RATE_LIMITED": `{"data":null,"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for installation ID 31337."}]}`,
+		"RATE_LIMIT":   `{"data":null,"errors":[{"type":"RATE_LIMIT","code":"graphql_rate_limit","message":"API rate limit already exceeded for installation ID 31337."}]}`,
+	} {
+		t.Run("GraphQL "+name, func(t *testing.T) {
+			reset := time.Now().Add(20 * time.Minute).Truncate(time.Second)
+			g.set(200, body)
+			g.mu.Lock()
+			g.header = map[string]string{"X-Ratelimit-Resource": "graphql", "X-Ratelimit-Remaining": "1", "X-Ratelimit-Reset": strconv.FormatInt(reset.Unix(), 10)}
+			g.mu.Unlock()
+			_, err := c.RebaseBranch(ctx, tenant, repo, 7, "PR_7", "")
+			if rl, ok := forge.IsRateLimited(err); !ok || !rl.RetryAt.Equal(reset) {
+				t.Errorf("%s with a reset: %v, want a rate limit until %s", name, err, reset)
+			}
+			_, err = c.EnqueuePR(ctx, tenant, repo, 7, "PR_7", shaA)
+			if rl, ok := forge.IsRateLimited(err); !ok || !rl.RetryAt.Equal(reset) {
+				t.Errorf("%s on an enqueue: %v, want a rate limit until %s, not a refusal", name, err, reset)
+			}
+			g.mu.Lock()
+			g.header = nil
+			g.mu.Unlock()
+			_, err = c.RebaseBranch(ctx, tenant, repo, 7, "PR_7", "")
+			if _, ok := forge.IsRateLimited(err); ok || !forge.IsTransient(err) {
+				t.Errorf("%s without a reset: %v, want a transient error", name, err)
+			}
+		})
+	}
 
 	t.Run("CommitTree", func(t *testing.T) {
 		g.set(200, `{"sha":"`+shaA+`","node_id":"C_1","tree":{"sha":"`+shaT+`","url":"u"},"parents":[],"message":"m"}`)

@@ -41,7 +41,20 @@ const rebaseMutation = `mutation($pullRequestId: ID!, $expectedHeadOid: GitObjec
 
 type graphQLError struct {
 	Type    string `json:"type"`
+	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// kind is the error's type, with GitHub's two spellings of a spent quota
+// made one: its reference documents RATE_LIMITED, and it answers
+// RATE_LIMIT with code graphql_rate_limit (octokit/plugin-throttling.js
+// #824, githubkit #271, Kodiak #906).
+func (e graphQLError) kind() string {
+	t := strings.ToUpper(e.Type)
+	if t == "RATE_LIMIT" || strings.EqualFold(e.Code, "graphql_rate_limit") {
+		return "RATE_LIMITED"
+	}
+	return t
 }
 
 // RebaseBranch asks GitHub to rebase the PR's head branch onto its base
@@ -103,7 +116,7 @@ func (c *Client) RebaseBranch(ctx context.Context, tenant, repo string, number i
 }
 
 // fromGraphQL sorts GraphQL errors (HTTP 200) like the REST statuses. A
-// RATE_LIMITED answer whose headers say when the GraphQL quota resets is
+// spent quota's answer (RATE_LIMITED, or RATE_LIMIT as GitHub sends it) whose headers say when the GraphQL quota resets is
 // a *RateLimitError until then: retried sooner, it would only be refused
 // again (and GitHub may answer a client that keeps trying with a
 // secondary limit).
@@ -113,7 +126,7 @@ func (c call) fromGraphQL(errs []graphQLError, resp *github.Response) error {
 		msgs = append(msgs, e.Message)
 	}
 	msg := strings.Join(msgs, "; ")
-	switch strings.ToUpper(errs[0].Type) {
+	switch errs[0].kind() {
 	case "NOT_FOUND":
 		return &APIError{Op: c.op, Tenant: c.tenant, Repo: c.repo, Status: http.StatusNotFound, Message: msg}
 	case "FORBIDDEN":

@@ -2,7 +2,12 @@ package fakegithub_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mergegate/mergegate/internal/fakegithub"
 )
@@ -42,5 +47,42 @@ func TestGraphQLUpdatePullRequestBranchShape(t *testing.T) {
 	}
 	if n := s.CallCount(fakegithub.RouteGraphQL); n != 3 {
 		t.Errorf("GraphQL calls = %d, want 3", n)
+	}
+}
+
+// An installation's GraphQL quota is its own: 5,000 points an hour, a
+// point a request here. Spent, GitHub answers 200 with an error of type
+// RATE_LIMIT (code graphql_rate_limit) and its rate headers (resource
+// graphql, remaining 0, the reset); the REST quota is not touched, and the
+// hour's end gives the points back.
+func TestGraphQLQuota(t *testing.T) {
+	s, c, clk := newGitServer(t)
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	s.SetGraphQLRateLimit(tenant, fakegithub.GraphQLPointsPerHour, 2)
+	query := func() (int, http.Header, string) {
+		t.Helper()
+		st, h, v := c.do("POST", "graphql", "token "+c.token, map[string]any{
+			"query":     `query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { mergeQueueEntry { position } } } }`,
+			"variables": map[string]any{"owner": "octo", "name": "r", "number": 1}}, nil)
+		b, _ := json.Marshal(v)
+		return st, h, string(b)
+	}
+	for _, left := range []string{"1", "0"} {
+		if st, h, body := query(); st != 200 || strings.Contains(body, "errors") || h.Get("X-Ratelimit-Remaining") != left || h.Get("X-Ratelimit-Resource") != "graphql" {
+			t.Fatalf("a query with points left: %d remaining %q %s", st, h.Get("X-Ratelimit-Remaining"), body)
+		}
+	}
+	st, h, body := query()
+	want := `{"data":null,"errors":[{"code":"graphql_rate_limit","message":"` + fmt.Sprintf(fakegithub.MsgGraphQLRateLimited, tenant) + `","type":"RATE_LIMIT"}]}`
+	if st != 200 || body != want || h.Get("X-Ratelimit-Remaining") != "0" || h.Get("X-Ratelimit-Reset") == "" {
+		t.Fatalf("a query past the quota: %d %v %s, want 200 %s", st, h, body, want)
+	}
+	if code, h, _ := c.do("GET", "repos/octo/r/pulls/1", "token "+c.token, nil, nil); code != 200 || h.Get("X-Ratelimit-Resource") != "core" {
+		t.Fatalf("a REST read with the GraphQL quota spent: %d %s", code, h.Get("X-Ratelimit-Resource"))
+	}
+	clk.now = clk.now.Add(time.Hour)
+	c = newClient(t, s) // the token's hour is over too
+	if st, h, body := query(); st != 200 || strings.Contains(body, "errors") || h.Get("X-Ratelimit-Remaining") != strconv.Itoa(fakegithub.GraphQLPointsPerHour-1) {
+		t.Fatalf("a query in the next hour: %d remaining %q %s", st, h.Get("X-Ratelimit-Remaining"), body)
 	}
 }

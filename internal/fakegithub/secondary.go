@@ -11,7 +11,8 @@ import (
 // GitHub's secondary rate limits, as "Rate limits for the REST API"
 // documents them (and says they may change without notice): per
 // installation, no more than 100 requests at once, 900 points a minute
-// per REST endpoint (a read costs 1, a POST, PATCH, PUT or DELETE 5), and
+// per REST endpoint (a read costs 1, a POST, PATCH, PUT or DELETE 5) and
+// 2,000 a minute for the GraphQL endpoint (a query 1, a mutation 5), and
 // no more than 80 content-generating requests a minute and 500 an hour.
 // The fake enforces them by default, on its clock; a request over one is
 // answered 403 "You have exceeded a secondary rate limit", with
@@ -21,6 +22,7 @@ import (
 const (
 	SecondaryConcurrent      = 100
 	SecondaryPointsPerMinute = 900
+	SecondaryGraphQLPoints   = 2000
 	SecondaryWritesPerMinute = 80
 	SecondaryWritesPerHour   = 500
 )
@@ -119,8 +121,8 @@ func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int)
 	now := s.clock()
 	write := contentGenerating(r, route)
 	points := 1
-	if write && route != RouteGraphQL {
-		points = 5
+	if write {
+		points = 5 // a REST write or a GraphQL mutation ("Calculating points for the secondary rate limit")
 	}
 	key := tenant + " " + route
 	ps := s.sec.points[key]
@@ -139,7 +141,7 @@ func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int)
 	switch {
 	case busy > SecondaryConcurrent:
 		return refuse(0)
-	case used+points > SecondaryPointsPerMinute:
+	case used+points > pointsPerMinute(route):
 		return refuse(ps[0].at.Add(time.Minute).Sub(now))
 	}
 	if write {
@@ -171,4 +173,12 @@ func writeSecondary(w http.ResponseWriter, retryAfter time.Duration) {
 		w.Header().Set("Retry-After", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second)))
 	}
 	writeJSON(w, http.StatusForbidden, map[string]string{"message": secondaryMessage, "documentation_url": secondaryDocURL})
+}
+
+// pointsPerMinute is route's secondary limit in points a minute.
+func pointsPerMinute(route string) int {
+	if route == RouteGraphQL {
+		return SecondaryGraphQLPoints
+	}
+	return SecondaryPointsPerMinute
 }

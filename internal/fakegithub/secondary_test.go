@@ -76,3 +76,27 @@ func TestSecondaryLimitPointsPerEndpoint(t *testing.T) {
 		t.Fatalf("another endpoint: %d, want 200", code)
 	}
 }
+
+// The GraphQL endpoint's secondary limit is 2,000 points a minute, a
+// query 1 of them and a mutation 5: after one mutation, the 1,996th query
+// in the minute is refused 403.
+func TestSecondaryLimitGraphQLPoints(t *testing.T) {
+	_, c, _ := newGitServer(t)
+	send := func(q string) (int, any) {
+		code, _, body := c.do("POST", "graphql", "token "+c.token, map[string]any{"query": q, "variables": map[string]any{"pullRequestId": "PR_none", "owner": "octo", "name": "r", "number": 1}}, nil)
+		return code, body
+	}
+	const mutation = `mutation($pullRequestId: ID!) { updatePullRequestBranch(input: {pullRequestId: $pullRequestId}) { pullRequest { headRefOid } } }`
+	const query = `query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { mergeQueueEntry { position } } } }`
+	if code, body := send(mutation); code != 200 {
+		t.Fatalf("mutation: %d %v", code, body)
+	}
+	for i := 1; i <= fakegithub.SecondaryGraphQLPoints-5; i++ {
+		if code, body := send(query); code != 200 {
+			t.Fatalf("query %d after a mutation: %d %v", i, code, body)
+		}
+	}
+	if code, body := send(query); code != 403 || !strings.Contains(message(body), "secondary rate limit") {
+		t.Fatalf("query %d after a mutation, in a minute: %d %v, want 403", fakegithub.SecondaryGraphQLPoints-4, code, body)
+	}
+}

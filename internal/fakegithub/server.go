@@ -84,6 +84,7 @@ type Server struct {
 	nextID        int64
 	tokens        map[string]*token
 	tenants       map[string]*tenant
+	graphQLQuota  map[string]*tenant // each installation's GraphQL quota, apart from tenants'
 	installations map[string]bool
 	suspended     map[string]time.Time // installation -> suspended_at
 	repos         map[string]*repo
@@ -360,6 +361,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if route == RouteGraphQL && tenant != "" {
+		if q := s.graphQLRate(tenant); q.used >= q.limit {
+			graphQLRateHeaders(w.Header(), q)
+			s.record(r, route, tenant, http.StatusOK, false, false)
+			writeJSON(w, http.StatusOK, obj{"data": nil, "errors": []obj{{
+				"type": "RATE_LIMIT", "code": "graphql_rate_limit", "message": fmt.Sprintf(MsgGraphQLRateLimited, tenant)}}})
+			return
+		}
+	}
 	counted := rateTenant != "" && route != RouteRateLimit
 	if counted {
 		if rl := s.rate(tenant); rl.used >= rl.limit {
@@ -399,8 +409,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	s.rateHeaders(w.Header(), rateTenant)
-	if route == RouteGraphQL {
-		graphQLRateHeaders(w.Header(), s.now())
+	if route == RouteGraphQL && tenant != "" {
+		q := s.graphQLRate(tenant)
+		q.used++ // a point: the fake's queries are small (GitHub's minimum cost)
+		graphQLRateHeaders(w.Header(), q)
 	}
 	s.record(r, route, tenant, rec.status, false, false)
 	w.WriteHeader(rec.status)
@@ -501,15 +513,63 @@ func (s *Server) rateHeaders(h http.Header, tenant string) {
 	h.Set("X-Ratelimit-Resource", "core")
 }
 
+// GraphQLPointsPerHour is an installation's GraphQL quota: 5,000 points
+// an hour, apart from the REST quota ("Rate limits and query limits for
+// the GraphQL API"; the more an installation of many repositories gets is
+// not modelled). Each of the fake's requests costs 1 point, GitHub's
+// least: its queries ask for no connection of more than a few nodes.
+const GraphQLPointsPerHour = 5000
+
+// MsgGraphQLRateLimited is GitHub's message on a GraphQL answer past the
+// quota (%s the installation's id). The answer is HTTP 200, its error of
+// type RATE_LIMIT and code graphql_rate_limit: GitHub's GraphQL reference
+// documents RATE_LIMITED, and GitHub sends RATE_LIMIT (octokit's
+// plugin-throttling #824, githubkit #271, Kodiak #906).
+const MsgGraphQLRateLimited = "API rate limit already exceeded for installation ID %s."
+
+// graphQLRate returns tenant's GraphQL window, opening a new one when the
+// last has reset. Called with s.mu held.
+func (s *Server) graphQLRate(id string) *tenant {
+	if s.graphQLQuota == nil {
+		s.graphQLQuota = map[string]*tenant{}
+	}
+	t := s.graphQLQuota[id]
+	if t == nil {
+		t = &tenant{id: id, limit: GraphQLPointsPerHour}
+		s.graphQLQuota[id] = t
+	}
+	if now := s.now(); t.reset.IsZero() || !now.Before(t.reset) {
+		t.used, t.reset = 0, now.Add(time.Hour)
+	}
+	return t
+}
+
 // graphQLRateHeaders are GitHub's rate headers on a GraphQL answer: the
-// GraphQL quota ("graphql"), apart from the REST one ("core"). The fake
-// does not count it.
-func graphQLRateHeaders(h http.Header, now time.Time) {
-	h.Set("X-Ratelimit-Limit", "5000")
-	h.Set("X-Ratelimit-Remaining", "4999")
-	h.Set("X-Ratelimit-Used", "1")
-	h.Set("X-Ratelimit-Reset", strconv.FormatInt(now.Add(time.Hour).Unix(), 10))
+// GraphQL quota ("graphql"), apart from the REST one ("core").
+func graphQLRateHeaders(h http.Header, t *tenant) {
+	h.Set("X-Ratelimit-Limit", strconv.Itoa(t.limit))
+	h.Set("X-Ratelimit-Remaining", strconv.Itoa(max(t.limit-t.used, 0)))
+	h.Set("X-Ratelimit-Used", strconv.Itoa(t.used))
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(t.reset.Unix(), 10))
 	h.Set("X-Ratelimit-Resource", "graphql")
+}
+
+// SetGraphQLRateLimit sets tenant's GraphQL quota and what is left of it
+// in the current window (an hour of the server's clock). With remaining 0
+// every GraphQL request answers RATE_LIMIT until the window resets.
+func (s *Server) SetGraphQLRateLimit(tenant string, limit, remaining int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.graphQLRate(tenant)
+	t.limit, t.used = limit, max(limit-remaining, 0)
+}
+
+// GraphQLRateRemaining returns tenant's GraphQL points left in the window.
+func (s *Server) GraphQLRateRemaining(tenant string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.graphQLRate(tenant)
+	return max(t.limit-t.used, 0)
 }
 
 // RateLimitUsed returns the rate-limit points spent in the current window,
