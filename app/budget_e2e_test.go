@@ -372,3 +372,52 @@ func TestRebuiltEntriesCheckRunsFollowThroughTheBudget(t *testing.T) {
 	}
 	t.Logf("the pass created %d runs; the rest followed over %d writes", inPass, h.gh.Writes(testTenant)-inPass)
 }
+
+// On a base that uses GitHub's merge queue, what a merged pull request
+// costs does not grow with the queue: at 8 queued as at 64, at most 4
+// writes (its check run created, changed twice, and the enqueue) and 6
+// GraphQL requests, of the installation's 5,000 points an hour (the
+// enqueue, its place read when it passed, when GitHub's queue merged it
+// and when it closed, and the queue's places for the check runs). A pull
+// request GitHub's queue merged is read, not enqueued again: GitHub would
+// refuse it ("Pull request is closed"), a mutation spent per merged pull
+// request.
+func TestGitHubMergeQueueCostDoesNotGrowWithTheQueue(t *testing.T) {
+	t.Parallel()
+	sizes := []int{8, 64}
+	if testing.Short() {
+		sizes = []int{8}
+	}
+	for _, n := range sizes {
+		h := newHarness(t, withoutCheckTimeout)
+		h.horizon, h.patience = time.Hour, 2*time.Minute
+		h.mergeQueueBase()
+		g0, w0 := h.gh.CallCount(fakegithub.RouteGraphQL), h.gh.Writes(testTenant)
+		var ns []int
+		for i := 1; i <= n; i++ {
+			ns = append(ns, i)
+		}
+		h.openLabeled(ns...)
+		h.settle()
+		for _, i := range ns {
+			pr, _ := h.gh.PR(testRepo, i)
+			h.pass(pr.HeadSHA)
+		}
+		h.eventually("every pull request in GitHub's merge queue", func() bool { return len(h.gh.MergeQueueEnqueues()) == n })
+		h.settleQueue()
+		for h.gh.MergeQueueLand(testRepo, testBase) != 0 {
+			h.settleQueue()
+		}
+		h.eventually("mergegate's queue empty", h.queueEmpty)
+		graphQL := float64(h.gh.CallCount(fakegithub.RouteGraphQL)-g0) / float64(n)
+		writes := float64(h.gh.Writes(testTenant)-w0) / float64(n)
+		t.Logf("GitHub's merge queue, %d queued: %.2f writes and %.2f GraphQL requests per merged pull request", n, writes, graphQL)
+		if writes > 4 || graphQL > 6.5 {
+			t.Errorf("%d queued: %.2f writes and %.2f GraphQL requests per merged pull request, want at most 4 and 6.5", n, writes, graphQL)
+		}
+		if refused := strings.Count(h.logBuf.String(), `"op":"enqueue"`); refused != 0 {
+			t.Errorf("%d queued: %d enqueues GitHub refused, want none", n, refused)
+		}
+		h.noBounce()
+	}
+}

@@ -24,8 +24,11 @@ func readsGitHubQueue(f rules.Facts) bool {
 
 // mergeQueueFacts reads the entry's place in GitHub's merge queue; out of
 // it, what the decision to enqueue needs: the pull request when the policy
-// reads it or GitHub removed it (merged or closed since is rule 1, not a
-// failed group), and the reviews the base requires.
+// reads it, GitHub removed it, or it left the queue mergegate put it in
+// (merged or closed since is rule 1, not a failed group: GitHub's queue
+// merges without a removal event, and an enqueue would only be refused,
+// "Pull request is closed", a mutation spent), and the reviews the base
+// requires.
 func (s *Syncer) mergeQueueFacts(ctx context.Context, k leasedo.Key, f *rules.Facts) error {
 	e, in, err := s.gh.QueuePosition(ctx, k.Tenant, k.Repo, f.Entry.PRNumber)
 	if err != nil {
@@ -35,7 +38,7 @@ func (s *Syncer) mergeQueueFacts(ctx context.Context, k leasedo.Key, f *rules.Fa
 	if in {
 		return nil
 	}
-	if e.Removed != "" || s.policyOf(k, f.Entry.BaseRef).NeedsPR() {
+	if e.Removed != "" || rules.InGitHubQueue(f.Entry) || s.policyOf(k, f.Entry.BaseRef).NeedsPR() {
 		return s.readPR(ctx, k, f)
 	}
 	return s.readReviews(ctx, k, f)

@@ -255,6 +255,8 @@ func Decide(f Facts, p Policy) Action {
 	e := f.Entry
 	if pr := f.PR; pr != nil {
 		switch {
+		case pr.Merged && InGitHubQueue(e):
+			return Action{Kind: Leave, Reason: "merged by GitHub's merge queue"}
 		case pr.Merged:
 			return Action{Kind: Leave, Reason: "merged outside mergegate"}
 		case pr.State != "open":
