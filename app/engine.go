@@ -470,7 +470,7 @@ func (e *Engine) retryAfter(k leasedo.Key, err error) time.Duration {
 	log := e.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Logger()
 	if rl, ok := forge.IsRateLimited(err); ok {
 		wait := rl.RetryAt.Sub(e.clock.Now())
-		log.Warn().Time("retry_at", rl.RetryAt).Bool("secondary", rl.Secondary).Msg("GitHub rate limit: the queue waits")
+		log.Warn().Time("retry_at", rl.RetryAt).Bool("secondary", rl.Secondary).Bool("graphql", rl.GraphQL).Msg("GitHub rate limit: the queue waits")
 		return clamp(wait, time.Second, 15*time.Minute)
 	}
 	if be, ok := forge.IsWriteBudget(err); ok {

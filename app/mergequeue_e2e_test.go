@@ -240,6 +240,9 @@ func TestGitHubMergeQueueWaitsOutTheGraphQLQuota(t *testing.T) {
 	asked := h.gh.CallCount(fakegithub.RouteGraphQL)
 	h.pass(shaC)
 	h.waitLogged("GitHub rate limit: the queue waits", 1)
+	if !strings.Contains(h.logBuf.String(), `"graphql":true,"time"`) {
+		t.Fatalf("the rate-limit line does not say it is GraphQL's quota:\n%s", h.logBuf.String())
+	}
 	for i := range 3 { // 45 minutes of the spent hour
 		h.clock.Advance(15 * time.Minute)
 		h.waitLogged("GitHub rate limit: the queue waits", i+2)

@@ -102,14 +102,18 @@ type RateLimitError struct {
 	Tenant    string
 	RetryAt   time.Time
 	Secondary bool   // secondary (abuse) limit rather than the hourly quota
-	Status    int    // 403 or 429
+	GraphQL   bool   // the GraphQL API's own hourly quota, not the REST one
+	Status    int    // 403 or 429 (200 for GraphQL's)
 	Message   string // GitHub's message, if any
 }
 
 func (e *RateLimitError) Error() string {
 	kind := "primary"
-	if e.Secondary {
+	switch {
+	case e.Secondary:
 		kind = "secondary"
+	case e.GraphQL:
+		kind = "GraphQL"
 	}
 	s := fmt.Sprintf("github %s rate limit for installation %s (status %d); retry at %s",
 		kind, e.Tenant, e.Status, e.RetryAt.UTC().Format(time.RFC3339))

@@ -134,7 +134,7 @@ func (c call) fromGraphQL(errs []graphQLError, resp *github.Response) error {
 	case "RATE_LIMITED":
 		if resp != nil {
 			if reset, err := strconv.ParseInt(resp.Header.Get(graphQLResetHeader), 10, 64); err == nil && reset > 0 {
-				return &RateLimitError{Tenant: c.tenant, RetryAt: time.Unix(reset, 0), Status: http.StatusOK, Message: "graphql: " + msg}
+				return &RateLimitError{Tenant: c.tenant, RetryAt: time.Unix(reset, 0), GraphQL: true, Status: http.StatusOK, Message: msg}
 			}
 		}
 		fallthrough // no reset: transient, as GitHub's other passing errors

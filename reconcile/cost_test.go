@@ -231,3 +231,36 @@ func TestCronPassReadsTheHeadAndATurnOfTheRest(t *testing.T) {
 		}
 	}
 }
+
+// The GraphQL quota is apart from the REST one: spent, it defers the pass
+// of the repository that needs it (a base that uses GitHub's merge queue,
+// an entry whose checks passed), not the installation's other ones.
+func TestGraphQLRateLimitDefersOnlyItsRepository(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Concurrency = 1 })
+	for i := 0; i < 3; i++ {
+		repo := fmt.Sprintf("octo/r%d", i)
+		e.gh.AddRepo(tenant, repo, "main")
+		pr := e.gh.AddPR(repo, fakegithub.PR{Number: 1, Labels: []string{"automerge"}})
+		if i == 0 {
+			e.gh.SetRulesetRequired(repo, "main", []string{"ci"}, false)
+			e.gh.SetMergeQueue(repo, "main", true)
+			e.gh.SetCheckRun(repo, pr.HeadSHA, "ci", "completed", "success")
+		}
+	}
+	e.gh.SetGraphQLRateLimit(tenant, fakegithub.GraphQLPointsPerHour, 0)
+	sum, err := e.r.RunAll(e.ctx)
+	if err != nil {
+		t.Fatalf("RunAll: %v", err)
+	}
+	if sum.Deferred != 1 || sum.Reconciled != 2 || sum.Failed != 0 {
+		t.Fatalf("summary = %+v, want the merge queue's repository deferred and the other two reconciled", sum)
+	}
+	for i := 1; i < 3; i++ {
+		if q := e.prs(fmt.Sprintf("octo/r%d", i)); len(q) != 1 {
+			t.Errorf("octo/r%d: %d queued, want its pull request", i, len(q))
+		}
+	}
+	if n := e.gh.CallCount(fakegithub.RouteGraphQL); n != 1 {
+		t.Errorf("%d GraphQL requests with the quota spent, want 1", n)
+	}
+}

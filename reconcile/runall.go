@@ -222,10 +222,14 @@ func (r *Reconciler) runOne(ctx context.Context, k leasedo.Key, resync bool, sto
 		r.beforeRepo(k)
 	}
 	ans, err = r.pass(ctx, k, resync)
-	_, limited := forge.IsRateLimited(err)
+	rl, limited := forge.IsRateLimited(err)
 	switch {
 	case leasedo.IsLocked(err):
 		return outSkipped, ans, err
+	case limited && rl.GraphQL:
+		// The GraphQL quota is apart from the REST one the installation's
+		// other repositories spend: only this one waits for it.
+		return outDeferred, ans, err
 	case limited || errors.Is(err, ErrRateLow):
 		stops.stop(r, k.Tenant, err.Error())
 		return outDeferred, ans, err
