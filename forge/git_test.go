@@ -402,3 +402,25 @@ func TestGitCallsOutage(t *testing.T) {
 		t.Errorf("merging again: %+v %v (want 204: already in)", res, err)
 	}
 }
+
+// A secondary limit on the GraphQL endpoint comes as on REST (403 or 429,
+// retry-after), with the GraphQL quota's headers: it is the installation's
+// secondary limit, not a refusal of the enqueue.
+func TestGraphQLSecondaryLimitIsTheInstallations(t *testing.T) {
+	c, g, _ := newGitEnv(t)
+	ctx := t.Context()
+	g.set(403, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/graphql/overview/rate-limits-and-node-limits-for-the-graphql-api#secondary-rate-limits"}`)
+	g.mu.Lock()
+	g.header = map[string]string{"X-Ratelimit-Resource": "graphql", "X-Ratelimit-Remaining": "4000", "X-Ratelimit-Reset": strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10), "Retry-After": "60"}
+	g.mu.Unlock()
+	_, err := c.EnqueuePR(ctx, tenant, repo, 7, "PR_7", shaA)
+	if rl, ok := forge.IsRateLimited(err); !ok || !rl.Secondary {
+		t.Errorf("a secondary limit on an enqueue: %v, want the installation's secondary limit", err)
+	}
+	g.set(200, `{"ref":"refs/heads/main","object":{"type":"commit","sha":"`+shaA+`"}}`)
+	if _, err := c.BranchHead(ctx, tenant, repo, "main"); err == nil {
+		t.Errorf("a REST read within the secondary limit's minute was sent")
+	} else if rl, ok := forge.IsRateLimited(err); !ok || !rl.Secondary {
+		t.Errorf("a REST read within the secondary limit's minute: %v, want it held back", err)
+	}
+}

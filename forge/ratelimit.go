@@ -52,14 +52,16 @@ func (l *limiter) check() *RateLimitError {
 func (l *limiter) observe(resp *http.Response, body []byte) *RateLimitError {
 	now := l.clock()
 	h := resp.Header
-	if strings.EqualFold(h.Get("X-Ratelimit-Resource"), "graphql") {
-		// The GraphQL API (the branch rebase) has a quota of its own: its
-		// headers say nothing of the REST quota this limiter guards, and
-		// its limit is answered as a GraphQL error (a transient one).
-		return nil
+	var remaining, resetUnix int
+	var remOK, resetOK bool
+	// The GraphQL API has a quota of its own: its headers say nothing of
+	// the REST quota this limiter guards, and its end is answered 200 with
+	// a GraphQL error (fromGraphQL). A secondary limit on it (403 or 429)
+	// is the installation's, as on REST.
+	if !strings.EqualFold(h.Get("X-Ratelimit-Resource"), "graphql") {
+		remaining, remOK = headerInt(h, "X-Ratelimit-Remaining")
+		resetUnix, resetOK = headerInt(h, "X-Ratelimit-Reset")
 	}
-	remaining, remOK := headerInt(h, "X-Ratelimit-Remaining")
-	resetUnix, resetOK := headerInt(h, "X-Ratelimit-Reset")
 	var reset time.Time
 	if resetOK {
 		reset = time.Unix(int64(resetUnix), 0)

@@ -315,6 +315,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		after, limited := s.secondaryLimit(r, route, tenant, busy)
 		if limited {
 			s.record(r, route, tenant, http.StatusForbidden, false, false)
+			if route == RouteGraphQL { // GitHub's rate headers come on every answer
+				graphQLRateHeaders(w.Header(), s.graphQLRate(tenant))
+			} else {
+				s.rateHeaders(w.Header(), tenant)
+			}
 			s.mu.Unlock()
 			writeSecondary(w, after)
 			return
