@@ -8,6 +8,7 @@ import (
 
 	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
+	"github.com/mergegate/mergegate/policy"
 	"github.com/mergegate/mergegate/rules"
 )
 
@@ -363,4 +364,37 @@ func TestMergeAnsweredWithErrorIsReadBackNotRetried(t *testing.T) {
 	if a := audit[len(audit)-1]; a.Action != leasedo.AuditMerge || a.PRSha != shaA {
 		t.Fatalf("last audit = %+v, want the merge at %s", a, shaA)
 	}
+}
+
+// GitHub sends synchronize for a push, and a read of the pull request a
+// moment later may come from a replica that still shows the head before
+// it. That read is not taken for "new commits": the entry is not gated
+// again at the head it just left (whose checks had passed: it would be
+// merged, or built into a train, at the commit its author replaced), and
+// the pull request merges once, at its new head.
+func TestLaggingReadOfAPushIsNotANewHead(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetFile(testRepo, policy.Path, "blocking_labels: [hold]\n") // its labels are read before it merges
+	h.pushPolicy()
+	h.settle()
+	h.label(5, shaA)
+	h.settle()
+	// shaA passed; the author force-pushes shaB, already tested elsewhere.
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
+	h.gh.SetCheckRun(testRepo, shaB, "ci/build", "completed", "success")
+	h.gh.SetHead(testRepo, 5, shaB)
+	h.gh.SetStaleHeadReads(testRepo, 5, shaA, 2)
+	h.mustSend("pull_request", h.prPayload("synchronize", 5, shaB, "automerge"))
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	h.settle()
+	if m := h.merges()[0]; m.SHA != shaB {
+		t.Fatalf("merged %s, want the pushed head %s", m.SHA, shaB)
+	}
+	if n := h.gh.CallCount(fakegithub.RouteMerge); n != 1 {
+		t.Fatalf("merge calls = %d, want 1: none at the head the push replaced", n)
+	}
+	if strings.Contains(h.logBuf.String(), `"sha":"`+shaA+`","state":"gate_passed"`) || strings.Contains(h.logBuf.String(), "new commits on GitHub") {
+		t.Fatalf("gated again at the replaced head %s:\n%s", shaA, h.logBuf.String())
+	}
+	h.noBounce()
 }

@@ -65,6 +65,18 @@ func (p Policy) NeedsPR() bool {
 		p.CommitTitle != "" || p.CommitMessage != "" || p.DeleteBranch
 }
 
+// HeadReadLag is how long after mergegate learnt of an entry's head a
+// read of the pull request that shows another head is taken for a read
+// that lags, not for new commits. GitHub sends synchronize for a push,
+// and a read a moment later may come from a replica that still shows the
+// head before it (rocq-prover/bot#1, JasonEtco/todo#169): gated again at
+// that head, the entry would be merged or built into a train at the
+// commit its author replaced, or held for a consent given to the new one.
+// A newer push the read shows first is gated again this much later, or
+// at its own synchronize; after GitHub refused a merge or an update (the
+// head moved, as GitHub says), at once.
+const HeadReadLag = 10 * time.Second
+
 // FrozenReason is what a frozen queue's entries wait for.
 func (p Policy) FrozenReason() string {
 	if p.FreezeMessage == "" {
@@ -266,6 +278,12 @@ func Decide(f Facts, p Policy) Action {
 			return Action{Kind: Leave, Reason: "no longer eligible: " + why}
 		}
 		if pr.HeadSHA != "" && pr.HeadSHA != e.PRSha {
+			if f.Refusal == nil && e.HeadAt > 0 && f.Now.Sub(time.UnixMilli(e.HeadAt)) < HeadReadLag {
+				// Likelier one of GitHub's replicas behind the push that
+				// told of e's head than a newer push: read it again. (A
+				// refusal says GitHub itself saw the head move: believed.)
+				return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true, Reason: "GitHub's read of the pull request does not show its new head yet; reading it again"}
+			}
 			return Action{Kind: Regate, Sha: pr.HeadSHA, Reason: "new commits on GitHub"}
 		}
 		if e.BaseRef != "" && pr.BaseRef != "" && pr.BaseRef != e.BaseRef {

@@ -520,3 +520,18 @@ func TestStaleRefReads(t *testing.T) {
 		t.Errorf("with stale reads off, the read after the creation: %d %s", st, sha)
 	}
 }
+
+// SetStaleHeadReads: the next reads of the pull request show the head
+// before the push, then the head it has.
+func TestStaleHeadReads(t *testing.T) {
+	s, c, _ := newGitServer(t)
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	s.SetHead("octo/r", 1, "h2")
+	s.SetStaleHeadReads("octo/r", 1, "h1", 2)
+	for i, want := range []string{"h1", "h1", "h2"} {
+		_, v := c.get("repos/octo/r/pulls/1")
+		if got := v.(map[string]any)["head"].(map[string]any)["sha"]; got != want {
+			t.Fatalf("read %d: head %v, want %s", i+1, got, want)
+		}
+	}
+}

@@ -148,6 +148,10 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request) {
 		pr.unknownReads--
 		o["mergeable"], o["rebaseable"], o["mergeable_state"] = nil, nil, "unknown"
 	}
+	if pr.staleHeadReads > 0 {
+		pr.staleHeadReads--
+		o["head"].(obj)["sha"] = pr.staleHead
+	}
 	writeJSON(w, http.StatusOK, o)
 }
 

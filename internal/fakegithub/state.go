@@ -80,6 +80,10 @@ type PR struct {
 	// unknownReads is how many more GET /pulls/{n} answer mergeable null
 	// (GitHub recomputing mergeability after the base or the head moved).
 	unknownReads int
+	// staleHeadReads is how many more GET /pulls/{n} show staleHead as
+	// the head (SetStaleHeadReads).
+	staleHeadReads int
+	staleHead      string
 }
 
 // Commit is one commit of a pull request.
@@ -345,6 +349,15 @@ func (s *Server) moveBase(rp *repo, branch, sha string, except *PR) {
 // SetHead gives the PR a new head sha (a push: pull_request synchronize).
 func (s *Server) SetHead(fullName string, number int, sha string) {
 	s.UpdatePR(fullName, number, func(pr *PR) { pr.HeadSHA = sha })
+}
+
+// SetStaleHeadReads makes the next reads of the pull request (GET
+// /pulls/{n}) show sha as its head, as a replica behind a push does:
+// GitHub sends synchronize for the new head, and a read a moment later
+// may still show the one before (rocq-prover/bot#1; JasonEtco/todo#169
+// waits a second before each read for it).
+func (s *Server) SetStaleHeadReads(fullName string, number int, sha string, reads int) {
+	s.UpdatePR(fullName, number, func(pr *PR) { pr.staleHead, pr.staleHeadReads = sha, reads })
 }
 
 // SetBehind marks the PR's head as behind (or not) its base.
