@@ -398,3 +398,28 @@ func TestLaggingReadOfAPushIsNotANewHead(t *testing.T) {
 	}
 	h.noBounce()
 }
+
+// GitHub sends check_run completed, and a read of the checks a moment
+// later may still show the run in progress. The delivery's word is not
+// the gate, but it makes the read be made again a second later rather
+// than believed: the pull request merges now, not at the cron's next
+// read of it.
+func TestLaggingReadOfACheckIsReadAgain(t *testing.T) {
+	h := newHarness(t)
+	h.label(6, shaA)
+	h.settle()
+	h.gh.SetCheckRun(testRepo, shaA, "ci/build", "completed", "success")
+	h.gh.SetStaleCheckReads(testRepo, shaA, 1)
+	h.mustSend("check_run", h.fixture("check_run/completed.payload.json", func(m map[string]any) {
+		run := obj(m, "check_run")
+		run["head_sha"], run["name"], run["pull_requests"] = shaA, "ci/build", []any{}
+	}))
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	if m := h.merges()[0]; m.SHA != shaA {
+		t.Fatalf("merged %s, want %s", m.SHA, shaA)
+	}
+	if n := h.gh.CallCount(fakegithub.RouteListCheckRuns); n > 4 {
+		t.Errorf("%d reads of the checks, want at most 4", n)
+	}
+	h.noBounce()
+}

@@ -121,6 +121,14 @@ func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 // line also carries its event, action and the queue's length.
 func (e *Engine) applied(p prepared, results []leasedo.Result) {
 	d, t := p.d, p.t
+	for _, ev := range t.Events {
+		// A check the delivery says concluded on an entry's head or a
+		// train group's: the sync that follows should read it so
+		// (rules.ReadLag).
+		if e.syncer != nil && ev.Details != nil && ev.Details.Check != "" {
+			e.syncer.Concluded(leasedo.Key{Tenant: d.Tenant, Repo: d.Repo}, ev.Details.Sha, ev.Details.Check)
+		}
+	}
 	outcome := outcomeOf(t, results)
 	e.cfg.Metrics.delivery(d.Event, outcome, d.ReceivedAt, e.clock.Now())
 	level := zerolog.DebugLevel

@@ -951,3 +951,31 @@ func TestTrainWhenGitHubsReadsLag(t *testing.T) {
 		})
 	}
 }
+
+// A group's CI reports (check_run and check_suite completed) and
+// GitHub's reads of its checks a moment later, one after each delivery,
+// still show the run in progress: the train reads them again a second
+// later, and the group lands then, not at the cron's next pass.
+func TestTrainLaggingReadOfAGroupsChecks(t *testing.T) {
+	h := trainHarness(t, "mode: train\n", fakegithub.CI{})
+	h.gh.AllowPush(testRepo, testBase)
+	h.openLabeled(1)
+	h.runCI(10, func() bool {
+		gs := h.groups()
+		return len(gs) == 1 && gs[0].State == leasedo.GroupTesting && gs[0].Head != ""
+	})
+	head := h.groups()[0].Head
+	h.gh.SetStaleCheckReads(testRepo, head, 2)
+	at, ok := h.gh.NextCIDue()
+	if !ok {
+		t.Fatal("the group's CI is not running")
+	}
+	h.clock.Set(at)
+	h.gh.CompleteDueChecks()
+	h.eventually("the group landed", h.queueEmpty)
+	h.settle()
+	h.landedOnlyTested(1)
+	if !strings.Contains(h.logBuf.String(), "reads as running after its delivery said it concluded") {
+		t.Errorf("the lagging read was not read again:\n%s", h.logBuf.String())
+	}
+}

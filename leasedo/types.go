@@ -147,6 +147,11 @@ type Details struct {
 	// gives none (reopened, ready for review) until the sync knows who
 	// did it; "": a new entry's consent covers Sha.
 	Consent string `json:"consent,omitempty"`
+	// Check, for a check run's or a status's delivery, is the check it
+	// says concluded on Sha (the run's name, the status's context): the
+	// sync's read of the checks should show it. Only a hint to read
+	// again: the gate is never taken from a delivery.
+	Check string `json:"check,omitempty"`
 }
 
 // Details.Consent values.

@@ -95,6 +95,9 @@ func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head
 	}
 	start := time.Now()
 	f.Gate = forge.EvaluateGate(f.Rules, results, suites)
+	if f.Gate.Result == forge.GatePending {
+		f.Concluded = s.concludedOn(k, it.PRSha)
+	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Gate(f.Gate.Result, time.Since(start))
 	}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +87,7 @@ type Syncer struct {
 	perms   map[string]cached[forge.Permission]   // tenant:repo@user
 	moved   map[string]time.Time                  // tenant:repo@base: when mergegate last merged into it
 	wrote   map[string]cached[string]             // tenant:repo@branch: a train branch's tip as mergegate last wrote it, "" for none (train.go)
+	done    map[string]cached[[]string]           // tenant:repo@sha: checks deliveries said concluded on it (Concluded)
 }
 
 // NewSyncer returns a Syncer; zero fields of cfg take their defaults.
@@ -103,7 +105,38 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
 		perms: map[string]cached[forge.Permission]{}, moved: map[string]time.Time{}, wrote: map[string]cached[string]{},
+		done: map[string]cached[[]string]{},
 	}
+}
+
+// maxConcluded bounds the checks remembered concluded on one sha: a
+// delivery names them, and whoever holds the webhook secret can send many.
+const maxConcluded = 32
+
+// Concluded records that a delivery said check name concluded on sha, the
+// head of an entry of k's queue (webhook's Details.Check). For
+// rules.ReadLag a read of sha's checks that shows it still running is
+// taken for a read that lags, and made again.
+func (s *Syncer) Concluded(k leasedo.Key, sha, name string) {
+	if sha == "" || name == "" {
+		return
+	}
+	now, key := s.clock.Now(), k.String()+"@"+sha
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names, _ := fresh(s.done, key, now, rules.ReadLag)
+	if !slices.Contains(names, name) && len(names) < maxConcluded {
+		names = append(slices.Clip(names), name)
+	}
+	keep(s.done, key, cached[[]string]{v: names, at: now}, rules.ReadLag)
+}
+
+// concludedOn is what Concluded recorded for sha less than rules.ReadLag ago.
+func (s *Syncer) concludedOn(k leasedo.Key, sha string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names, _ := fresh(s.done, k.String()+"@"+sha, s.clock.Now(), rules.ReadLag)
+	return names
 }
 
 // Sync moves k's queue forward under l, Tide-style: read the state, take

@@ -147,6 +147,7 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 			}
 		}
 	}
+	again := s.groupChecksLag(k, f)
 	a := rules.DecideTrain(f, pol)
 	log := s.log.With().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", base).Logger()
 	if a.Group.ID != 0 {
@@ -160,9 +161,9 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 			// now (checks finish about together, their deliveries one by
 			// one).
 			changed, err := s.readWaiting(ctx, l, base, items, handled, n)
-			return changed, 0, err
+			return changed, again, err
 		}
-		return false, 0, nil
+		return false, again, nil
 
 	case rules.TrainDisband:
 		log.Info().Str("reason", a.Reason).Msg("merge train disbanded")
@@ -296,6 +297,27 @@ func (s *Syncer) readWaiting(ctx context.Context, l *leasedo.Lease, base string,
 		}
 	}
 	return false, nil
+}
+
+// groupChecksLag is a second when a testing group's checks read as still
+// running one that a delivery said concluded on its head (rules.ReadLag):
+// a read that lags, made again then rather than at the cron's pass. 0
+// otherwise.
+func (s *Syncer) groupChecksLag(k leasedo.Key, f rules.TrainFacts) time.Duration {
+	for i, g := range f.Groups {
+		if g.State != leasedo.GroupTesting || f.Gates[i].Result != forge.GatePending {
+			continue
+		}
+		done := s.concludedOn(k, g.Head)
+		for _, name := range f.Gates[i].Waiting {
+			if slices.Contains(done, name) {
+				s.log.Debug().Str("tenant", k.Tenant).Str("repo", k.Repo).Str("base", g.Base).Int64("group", g.ID).Str("sha", g.Head).Str("check", name).
+					Msg("a merge train group's check reads as running after its delivery said it concluded; reading it again shortly")
+				return time.Second
+			}
+		}
+	}
+	return 0
 }
 
 // groupGate is the base's required checks on a group's head commit. A

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,17 +66,23 @@ func (p Policy) NeedsPR() bool {
 		p.CommitTitle != "" || p.CommitMessage != "" || p.DeleteBranch
 }
 
-// HeadReadLag is how long after mergegate learnt of an entry's head a
-// read of the pull request that shows another head is taken for a read
-// that lags, not for new commits. GitHub sends synchronize for a push,
-// and a read a moment later may come from a replica that still shows the
-// head before it (rocq-prover/bot#1, JasonEtco/todo#169): gated again at
-// that head, the entry would be merged or built into a train at the
-// commit its author replaced, or held for a consent given to the new one.
-// A newer push the read shows first is gated again this much later, or
-// at its own synchronize; after GitHub refused a merge or an update (the
-// head moved, as GitHub says), at once.
-const HeadReadLag = 10 * time.Second
+// ReadLag is how long after GitHub told mergegate of a change (a
+// delivery) a read that does not show it yet is taken for one of GitHub's
+// replicas lagging the change, and made again (1 s, doubling), rather
+// than believed (rocq-prover/bot#1, JasonEtco/todo#169, which waits a
+// second before every read for it):
+//   - a read of the pull request that shows another head than the one a
+//     push's synchronize named: gated again at it, the entry would be
+//     merged or built into a train at the commit its author replaced, or
+//     held for a consent given to the new one. A newer push the read shows
+//     first is gated again this much later, or at its own synchronize;
+//     after GitHub refused a merge or an update (the head moved, as GitHub
+//     says), at once;
+//   - a read of the checks that shows one running that a check run's or
+//     status's delivery said concluded (Facts.Concluded): believed, the
+//     entry would wait for an event that has already come, until the
+//     cron's next read.
+const ReadLag = 10 * time.Second
 
 // FrozenReason is what a frozen queue's entries wait for.
 func (p Policy) FrozenReason() string {
@@ -162,6 +169,10 @@ type Facts struct {
 	// Refusal is GitHub's answer to the merge or branch update just tried
 	// (the PR was read again after it).
 	Refusal *Refusal
+	// Concluded are the checks that deliveries said concluded on the
+	// entry's head less than ReadLag ago (a check run's name, a status's
+	// context): a read that shows one of them still running lags.
+	Concluded []string
 	// Queue is the entry's place in GitHub's merge queue, read for an
 	// entry whose checks passed on a base that uses it (Rules.MergeQueue);
 	// InQueue: GitHub reports it in the queue (else Queue says why it last
@@ -278,7 +289,7 @@ func Decide(f Facts, p Policy) Action {
 			return Action{Kind: Leave, Reason: "no longer eligible: " + why}
 		}
 		if pr.HeadSHA != "" && pr.HeadSHA != e.PRSha {
-			if f.Refusal == nil && e.HeadAt > 0 && f.Now.Sub(time.UnixMilli(e.HeadAt)) < HeadReadLag {
+			if f.Refusal == nil && e.HeadAt > 0 && f.Now.Sub(time.UnixMilli(e.HeadAt)) < ReadLag {
 				// Likelier one of GitHub's replicas behind the push that
 				// told of e's head than a newer push: read it again. (A
 				// refusal says GitHub itself saw the head move: believed.)
@@ -298,6 +309,12 @@ func Decide(f Facts, p Policy) Action {
 		return bounce(Bounced{Kind: BounceGateFailure, Detail: f.Gate.Reason})
 	case lifecycle.GateSuccess:
 	default:
+		for _, name := range f.Gate.Waiting {
+			if slices.Contains(f.Concluded, name) {
+				return Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true,
+					Reason: fmt.Sprintf("GitHub's read of the checks does not show %q's result yet; reading them again", name)}
+			}
+		}
 		if timedOut(f, p) {
 			return bounce(Bounced{Kind: BounceCheckTimeout, Checks: f.Gate.Waiting, After: p.CheckTimeout,
 				Unrequired: !f.Rules.Configured || len(f.Rules.Contexts) == 0})

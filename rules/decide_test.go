@@ -110,6 +110,10 @@ func checksPending(reason string, waiting ...string) mod {
 	}
 }
 
+// concluded: deliveries said these checks concluded on the head moments
+// ago (Facts.Concluded).
+func concluded(names ...string) mod { return func(s *situation) { s.f.Concluded = names } }
+
 // after sets the clock d after the head joined.
 func after(d time.Duration) mod { return func(s *situation) { s.f.Now = joined.Add(d) } }
 
@@ -277,8 +281,8 @@ func TestDecide(t *testing.T) {
 		{"another head read moments after its own was learnt reads again: a replica behind the push",
 			given(onPR(func(pr *lifecycle.PR) { pr.HeadSHA = newSHA }), after(3*time.Second)),
 			retry("GitHub's read of the pull request does not show its new head yet; reading it again")},
-		{"another head read HeadReadLag after its own re-gates",
-			given(onPR(func(pr *lifecycle.PR) { pr.HeadSHA = newSHA }), after(rules.HeadReadLag)),
+		{"another head read ReadLag after its own re-gates",
+			given(onPR(func(pr *lifecycle.PR) { pr.HeadSHA = newSHA }), after(rules.ReadLag)),
 			regateHead(newSHA, "new commits on GitHub")},
 		{"another head read moments after its own, GitHub having refused for a moved head, re-gates",
 			given(onPR(func(pr *lifecycle.PR) { pr.HeadSHA = newSHA }), after(3*time.Second),
@@ -308,6 +312,15 @@ func TestDecide(t *testing.T) {
 		{"checks not concluded wait, saying which",
 			given(checksPending(`waiting for required check "e2e", which has not reported yet`, "e2e")),
 			waitChecks(`waiting for required check "e2e", which has not reported yet`)},
+		{"a check read running that a delivery just said concluded is read again",
+			given(checksPending(`waiting for required check "e2e"`, "ci/build", "e2e"), concluded("e2e")),
+			retry(`GitHub's read of the checks does not show "e2e"'s result yet; reading them again`)},
+		{"a delivery for another check than the ones waiting changes nothing",
+			given(checksPending(`waiting for required check "e2e"`, "e2e"), concluded("lint")),
+			waitChecks(`waiting for required check "e2e"`)},
+		{"a check a delivery said concluded is read again before the check timeout bounces",
+			given(checksPending(`waiting for required check "e2e"`, "e2e"), after(time.Hour), concluded("e2e")),
+			retry(`GitHub's read of the checks does not show "e2e"'s result yet; reading them again`)},
 		{"gate not read yet waits for checks",
 			given(func(s *situation) { s.f.Gate, s.f.PR = lifecycle.Verdict{}, nil }),
 			waitChecks("waiting for checks")},

@@ -106,6 +106,9 @@ func fixtureCases() []fixtureCase {
 	gate := func(eventType, action string, n int, sha string) []leasedo.Event {
 		return []leasedo.Event{ev(eventType, action, n, sha)}
 	}
+	concluded := func(eventType, action string, n int, sha, check string) []leasedo.Event {
+		return []leasedo.Event{concludedEv(eventType, action, n, sha, check)}
+	}
 	def := rules.DefaultOptions()
 	ping := want{status: http.StatusOK}
 
@@ -173,15 +176,15 @@ func fixtureCases() []fixtureCase {
 			want: with(stored("5", helloWorld), func(w *want) { w.events, w.base = gate("pull_request_review", "submitted", 2, shaGHES), "master" })},
 
 		// check_run: the completed/created examples are repository-hook ones.
-		{file: "check_run/completed.payload.json", noInst: true, want: injected(gate("check_run", "completed", 2, shaDotcom), "")},
-		{file: "check_run/completed.1.payload.json", noInst: true, want: injected(gate("check_run", "completed", 2, shaDotcom), "")},
-		{file: "check_run/completed.with-organization.payload.json", noInst: true, want: injected(gate("check_run", "completed", 2, shaDotcom), "")},
+		{file: "check_run/completed.payload.json", noInst: true, want: injected(concluded("check_run", "completed", 2, shaDotcom, "Octocoders-linter"), "")},
+		{file: "check_run/completed.1.payload.json", noInst: true, want: injected(concluded("check_run", "completed", 2, shaDotcom, "Octocoders-linter"), "")},
+		{file: "check_run/completed.with-organization.payload.json", noInst: true, want: injected(concluded("check_run", "completed", 2, shaDotcom, "Octocoders-linter"), "")},
 		{file: "check_run/created.payload.json", noInst: true, want: injected(nil, "created is not acted on")},
 		{file: "check_run/created.with-organization.payload.json", noInst: true, want: injected(nil, "created is not acted on")},
 		{file: "check_run/requested_action.payload.json", want: with(stored("690857", "electron/electron"), func(w *want) { w.ignored = "requested_action is not acted on" })},
 		{file: "check_run/rerequested.payload.json", want: with(stored("1", "github/hello-world"), func(w *want) { w.ignored = "rerequested is not acted on" })},
 		{file: "check_run/rerequested.with-organization.payload.json", want: with(stored("1", "github/hello-world"), func(w *want) { w.ignored = "rerequested is not acted on" })},
-		{file: "ghes-35/check_run/completed.json", event: "check_run", want: with(stored("5", helloWorld), func(w *want) { w.events = gate("check_run", "completed", 2, shaGHES) })},
+		{file: "ghes-35/check_run/completed.json", event: "check_run", want: with(stored("5", helloWorld), func(w *want) { w.events = concluded("check_run", "completed", 2, shaGHES, "Octocoders-linter") })},
 		{file: "ghes-35/check_run/created.json", event: "check_run", want: with(stored("5", helloWorld), func(w *want) { w.ignored = "created is not acted on" })},
 
 		// check_suite: completed.1 has no pull_requests (as for a fork): PR 0.
@@ -198,10 +201,10 @@ func fixtureCases() []fixtureCase {
 		{file: "ghes-35/check_suite/rerequested.json", event: "check_suite", want: with(stored("5", helloWorld), func(w *want) { w.ignored = "rerequested is not acted on" })},
 
 		// status: no action in the payload; the event's action is the state.
-		{file: "status/payload.json", noInst: true, want: injected(gate("status", "success", 0, shaPush), "")},
-		{file: "status/with-author-committer-null.payload.json", noInst: true, want: injected(gate("status", "success", 0, shaPush), "")},
-		{file: "status/with-installation.payload.json", want: with(stored("1", helloWorld), func(w *want) { w.events = gate("status", "success", 0, shaPush) })},
-		{file: "ghes-35/status/payload.json", event: "status", want: with(stored("5", helloWorld), func(w *want) { w.events = gate("status", "success", 0, shaGHESSt) })},
+		{file: "status/payload.json", noInst: true, want: injected(concluded("status", "success", 0, shaPush, "default"), "")},
+		{file: "status/with-author-committer-null.payload.json", noInst: true, want: injected(concluded("status", "success", 0, shaPush, "default"), "")},
+		{file: "status/with-installation.payload.json", want: with(stored("1", helloWorld), func(w *want) { w.events = concluded("status", "success", 0, shaPush, "default") })},
+		{file: "ghes-35/status/payload.json", event: "status", want: with(stored("5", helloWorld), func(w *want) { w.events = concluded("status", "success", 0, shaGHESSt, "default") })},
 
 		// installation and installation_repositories: no repository.
 		{file: "installation/created.payload.json", want: with(stored("957387", ""), func(w *want) {

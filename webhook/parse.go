@@ -220,9 +220,10 @@ type baseRef struct {
 	Ref string `json:"ref"`
 }
 
-// check is a check_suite or check_run object.
+// check is a check_suite or check_run object (Name: a check run's).
 type check struct {
 	HeadSha      string     `json:"head_sha"`
+	Name         string     `json:"name"`
 	PullRequests []prNumber `json:"pull_requests"`
 }
 
@@ -251,8 +252,9 @@ type checkRunPayload struct {
 
 type statusPayload struct {
 	envelope
-	Sha   string `json:"sha"`
-	State string `json:"state"`
+	Sha     string `json:"sha"`
+	State   string `json:"state"`
+	Context string `json:"context"`
 }
 
 type pushPayload struct {

@@ -377,7 +377,11 @@ func translateCheck(d leasedo.Delivery) (Translation, error) {
 	if err := needRepo(d); err != nil {
 		return Translation{}, err
 	}
-	return Translation{Events: []leasedo.Event{event(d, action, c.firstPR(), c.HeadSha, "")}}, nil
+	ev := event(d, action, c.firstPR(), c.HeadSha, "")
+	if d.Event == "check_run" {
+		ev.Details.Check = c.Name
+	}
+	return Translation{Events: []leasedo.Event{ev}}, nil
 }
 
 // translateStatus sends every status (pending included) for re-evaluation.
@@ -394,7 +398,11 @@ func translateStatus(d leasedo.Delivery) (Translation, error) {
 	if err := needRepo(d); err != nil {
 		return Translation{}, err
 	}
-	return Translation{Events: []leasedo.Event{event(d, p.State, 0, p.Sha, "")}}, nil
+	ev := event(d, p.State, 0, p.Sha, "")
+	if p.State != "pending" {
+		ev.Details.Check = p.Context
+	}
+	return Translation{Events: []leasedo.Event{ev}}, nil
 }
 
 func translatePush(d leasedo.Delivery) (Translation, error) {

@@ -209,7 +209,7 @@ func TestSyntheticGateAndPush(t *testing.T) {
 				inst(m)
 				m["check_run"].(map[string]any)["pull_requests"] = []any{}
 			},
-			w: want{tenant: "99", repo: helloWorld, events: []leasedo.Event{ev("check_run", "completed", 0, shaDotcom)}},
+			w: want{tenant: "99", repo: helloWorld, events: []leasedo.Event{concludedEv("check_run", "completed", 0, shaDotcom, "Octocoders-linter")}},
 		},
 		{
 			name: "branch deleted", event: "push", from: "push/with-new-branch.payload.json",
@@ -231,6 +231,14 @@ func TestSyntheticGateAndPush(t *testing.T) {
 			checkDelivery(t, c.event, fmt.Sprintf("gate-%d", i), body, rules.DefaultOptions(), c.w)
 		})
 	}
+}
+
+// concludedEv is ev for a check run's or a status's delivery, which names
+// the check it says concluded.
+func concludedEv(eventType, action string, pr int, sha, check string) leasedo.Event {
+	e := ev(eventType, action, pr, sha)
+	e.Details.Check = check
+	return e
 }
 
 func TestTranslateMalformed(t *testing.T) {

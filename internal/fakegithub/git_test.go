@@ -535,3 +535,18 @@ func TestStaleHeadReads(t *testing.T) {
 		}
 	}
 }
+
+// SetStaleCheckReads: the next listings of a commit's check runs show
+// them in progress, then as they are.
+func TestStaleCheckReads(t *testing.T) {
+	s, c, _ := newGitServer(t)
+	s.SetCheckRun("octo/r", "h1", "ci", "completed", "success")
+	s.SetStaleCheckReads("octo/r", "h1", 1)
+	for i, want := range []string{"in_progress", "completed"} {
+		_, v := c.get("repos/octo/r/commits/h1/check-runs")
+		runs := v.(map[string]any)["check_runs"].([]any)
+		if got := runs[0].(map[string]any)["status"]; len(runs) != 1 || got != want {
+			t.Fatalf("read %d: %v, want one run %s", i+1, runs, want)
+		}
+	}
+}

@@ -373,9 +373,17 @@ func (s *Server) listCheckRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		runs = kept
 	}
+	stale := rp.staleChecks[sha] > 0
+	if stale {
+		rp.staleChecks[sha]--
+	}
 	out := []obj{}
 	for _, cr := range paginate(w, r, runs) {
-		out = append(out, s.checkRunJSON(rp, cr))
+		o := s.checkRunJSON(rp, cr)
+		if stale {
+			o["status"], o["conclusion"], o["completed_at"] = "in_progress", nil, nil
+		}
+		out = append(out, o)
 	}
 	writeJSON(w, http.StatusOK, obj{"total_count": len(runs), "check_runs": out})
 }

@@ -118,6 +118,7 @@ type repo struct {
 	private       bool                // SetPrivate
 	git           *gitRepo            // the git model (git.go)
 	stale         map[string]staleRef // branch -> what its next reads see (Options.StaleRefReads)
+	staleChecks   map[string]int      // sha -> listings of its check runs that show them all in progress (SetStaleCheckReads)
 	ci            *ciState            // SimulateCI (ci.go); nil: no simulated CI
 }
 
@@ -358,6 +359,20 @@ func (s *Server) SetHead(fullName string, number int, sha string) {
 // waits a second before each read for it).
 func (s *Server) SetStaleHeadReads(fullName string, number int, sha string, reads int) {
 	s.UpdatePR(fullName, number, func(pr *PR) { pr.staleHead, pr.staleHeadReads = sha, reads })
+}
+
+// SetStaleCheckReads makes the next reads (listings) of sha's check runs
+// show every run in progress, as a replica behind their completion does:
+// GitHub sends check_run completed, and a read a moment later may still
+// show the run running (fountainhead/action-wait-for-check#32).
+func (s *Server) SetStaleCheckReads(fullName, sha string, reads int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.mustRepo(fullName)
+	if rp.staleChecks == nil {
+		rp.staleChecks = map[string]int{}
+	}
+	rp.staleChecks[sha] = reads
 }
 
 // SetBehind marks the PR's head as behind (or not) its base.
