@@ -125,8 +125,14 @@ func (e *Engine) applied(p prepared, results []leasedo.Result) {
 		// A check the delivery says concluded on an entry's head or a
 		// train group's: the sync that follows should read it so
 		// (rules.ReadLag).
-		if e.syncer != nil && ev.Details != nil && ev.Details.Check != "" {
-			e.syncer.Concluded(leasedo.Key{Tenant: d.Tenant, Repo: d.Repo}, ev.Details.Sha, ev.Details.Check)
+		if e.syncer == nil || ev.Details == nil {
+			continue
+		}
+		if ev.Details.Check != "" {
+			e.syncer.Concluded(ev.Key(), ev.Details.Sha, ev.Details.Check)
+		}
+		if ev.Details.Approved {
+			e.syncer.Approved(ev.Key(), ev.PRNumber)
 		}
 	}
 	outcome := outcomeOf(t, results)

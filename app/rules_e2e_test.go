@@ -611,3 +611,23 @@ func TestRulesCallBudgetCIAfterJoin(t *testing.T) {
 		t.Fatalf("%d rate-limited calls for one lifecycle, want at most %d:\n  %s", n, today, strings.Join(lines, "\n  "))
 	}
 }
+
+// GitHub sends pull_request_review submitted for an approval, and a read
+// of the reviews a moment later may not count it yet: the reviews are
+// read again a second later, and the pull request merges then, not at the
+// cron's next read.
+func TestLaggingReadOfAnApprovalIsReadAgain(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequiredReviews(testRepo, testBase, 1, false)
+	h.label(8, shaA)
+	h.pass(shaA)
+	h.eventually("waiting for an approval", func() bool {
+		q := h.queue()
+		return len(q) == 1 && strings.Contains(q[0].GateReason, "approving review")
+	})
+	h.settle()
+	h.gh.SetStaleReviewReads(testRepo, 8, 1)
+	h.review(8, "alice", "APPROVED")
+	h.eventually("the merge", func() bool { return len(h.merges()) == 1 })
+	h.noBounce()
+}

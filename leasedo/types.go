@@ -152,6 +152,9 @@ type Details struct {
 	// sync's read of the checks should show it. Only a hint to read
 	// again: the gate is never taken from a delivery.
 	Check string `json:"check,omitempty"`
+	// Approved, for a review's delivery, says it approves: the sync's read
+	// of the reviews should count it. A hint to read again, as Check.
+	Approved bool `json:"approved,omitempty"`
 }
 
 // Details.Consent values.

@@ -149,6 +149,7 @@ func (s *Syncer) readReviews(ctx context.Context, k leasedo.Key, f *rules.Facts)
 			return err
 		}
 		f.Reviews = &r
+		f.JustApproved = r.Approvals < f.Rules.Reviews && s.approvedLately(k, f.Entry.PRNumber)
 	}
 	return nil
 }

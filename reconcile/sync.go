@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -88,6 +89,7 @@ type Syncer struct {
 	moved   map[string]time.Time                  // tenant:repo@base: when mergegate last merged into it
 	wrote   map[string]cached[string]             // tenant:repo@branch: a train branch's tip as mergegate last wrote it, "" for none (train.go)
 	done    map[string]cached[[]string]           // tenant:repo@sha: checks deliveries said concluded on it (Concluded)
+	okd     map[string]cached[bool]               // tenant:repo#pr: a delivery said it was approved (Approved)
 }
 
 // NewSyncer returns a Syncer; zero fields of cfg take their defaults.
@@ -105,8 +107,26 @@ func NewSyncer(cfg SyncConfig) *Syncer {
 		cfg: cfg, store: cfg.Store, gh: cfg.Forge, log: cfg.Logger, clock: cfg.Clock, policies: cfg.Policies,
 		rules: map[string]cached[forge.Required]{}, methods: map[string]cached[forge.MergeMethods]{}, retries: map[string]int{},
 		perms: map[string]cached[forge.Permission]{}, moved: map[string]time.Time{}, wrote: map[string]cached[string]{},
-		done: map[string]cached[[]string]{},
+		done: map[string]cached[[]string]{}, okd: map[string]cached[bool]{},
 	}
+}
+
+// Approved records that a delivery said pull request pr of k's queue was
+// just approved (webhook's Details.Approved): for rules.ReadLag a read of
+// its reviews that does not count enough approvals is made again.
+func (s *Syncer) Approved(k leasedo.Key, pr int) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep(s.okd, k.String()+"#"+strconv.Itoa(pr), cached[bool]{v: true, at: now}, rules.ReadLag)
+}
+
+// approvedLately: Approved was recorded for pr less than rules.ReadLag ago.
+func (s *Syncer) approvedLately(k leasedo.Key, pr int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok, _ := fresh(s.okd, k.String()+"#"+strconv.Itoa(pr), s.clock.Now(), rules.ReadLag)
+	return ok
 }
 
 // maxConcluded bounds the checks remembered concluded on one sha: a

@@ -84,6 +84,11 @@ func (p Policy) NeedsPR() bool {
 //     cron's next read.
 const ReadLag = 10 * time.Second
 
+// reviewsLag: a read of the reviews that does not count an approval a
+// delivery just told of (Facts.JustApproved) is made again.
+var reviewsLag = Action{Kind: Wait, Status: lifecycle.StatusQueued, Retry: true,
+	Reason: "GitHub's read of the reviews does not show the approval just given yet; reading them again"}
+
 // FrozenReason is what a frozen queue's entries wait for.
 func (p Policy) FrozenReason() string {
 	if p.FreezeMessage == "" {
@@ -173,6 +178,10 @@ type Facts struct {
 	// entry's head less than ReadLag ago (a check run's name, a status's
 	// context): a read that shows one of them still running lags.
 	Concluded []string
+	// JustApproved: Reviews count fewer approvals than the base requires,
+	// and a delivery said the pull request was approved less than ReadLag
+	// ago: the read lags.
+	JustApproved bool
 	// Queue is the entry's place in GitHub's merge queue, read for an
 	// entry whose checks passed on a base that uses it (Rules.MergeQueue);
 	// InQueue: GitHub reports it in the queue (else Queue says why it last
@@ -388,6 +397,9 @@ func decideHead(f Facts, p Policy) Action {
 			return waitPassed("changes requested by " + logins(r.ChangesRequested))
 		}
 		if r.Approvals < f.Rules.Reviews {
+			if f.JustApproved {
+				return reviewsLag
+			}
 			return waitPassed(approvals(f.Rules.Reviews, r.Approvals))
 		}
 	}

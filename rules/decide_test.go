@@ -114,6 +114,10 @@ func checksPending(reason string, waiting ...string) mod {
 // ago (Facts.Concluded).
 func concluded(names ...string) mod { return func(s *situation) { s.f.Concluded = names } }
 
+// justApproved: a delivery said the pull request was approved moments ago,
+// and the reviews as read count too few (Facts.JustApproved).
+func justApproved(s *situation) { s.f.JustApproved = true }
+
 // after sets the clock d after the head joined.
 func after(d time.Duration) mod { return func(s *situation) { s.f.Now = joined.Add(d) } }
 
@@ -396,6 +400,9 @@ func TestDecide(t *testing.T) {
 		{"merge queue on the base: reviews required and missing wait",
 			given(mergeQueue, requireReviews(2), reviews(1)),
 			waitPassed("waiting for 2 approving reviews (1 so far)")},
+		{"merge queue on the base: an approval the read does not count yet is read again",
+			given(mergeQueue, requireReviews(2), reviews(1), justApproved),
+			retry("GitHub's read of the reviews does not show the approval just given yet; reading them again")},
 		{"merge queue on the base: changes requested wait",
 			given(mergeQueue, requireReviews(1), reviews(1, "alice")),
 			waitPassed("changes requested by @alice")},
@@ -552,6 +559,9 @@ func TestDecide(t *testing.T) {
 		{"two required reviews, one so far, waits and counts",
 			given(mergeableState("blocked"), requireReviews(2), reviews(1)),
 			waitPassed("waiting for 2 approving reviews (1 so far)")},
+		{"an approval a delivery just told of and the read does not count is read again",
+			given(mergeableState("blocked"), requireReviews(1), reviews(0), justApproved),
+			retry("GitHub's read of the reviews does not show the approval just given yet; reading them again")},
 		{"required reviews missing wait even when GitHub does not say blocked",
 			given(requireReviews(1), reviews(0)),
 			waitPassed("waiting for an approving review")},

@@ -100,6 +100,9 @@ func decideMergeQueue(f Facts, p Policy) Action {
 			return waitPassed("changes requested by " + logins(r.ChangesRequested))
 		}
 		if r.Approvals < f.Rules.Reviews {
+			if f.JustApproved {
+				return reviewsLag
+			}
 			return waitPassed(approvals(f.Rules.Reviews, r.Approvals))
 		}
 	}

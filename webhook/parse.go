@@ -151,6 +151,11 @@ type prPayload struct {
 	// Before is the head before a synchronize (its after is the pull
 	// request's head).
 	Before string `json:"before"`
+	// Review is a pull_request_review's review (its state is only
+	// compared).
+	Review *struct {
+		State string `json:"state"`
+	} `json:"review"`
 }
 
 // mergeGroupPayload is a merge_group delivery: its group's head ref names

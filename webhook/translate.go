@@ -344,10 +344,9 @@ func translateReview(d leasedo.Delivery) (Translation, error) {
 	if err := needRepo(d); err != nil {
 		return Translation{}, err
 	}
-	return Translation{
-		Events: []leasedo.Event{event(d, p.Action, pr.Number, pr.Head.Sha, "")},
-		Base:   pr.Base.Ref,
-	}, nil
+	ev := event(d, p.Action, pr.Number, pr.Head.Sha, "")
+	ev.Details.Approved = p.Action == "submitted" && p.Review != nil && strings.EqualFold(p.Review.State, "approved")
+	return Translation{Events: []leasedo.Event{ev}, Base: pr.Base.Ref}, nil
 }
 
 func translateCheck(d leasedo.Delivery) (Translation, error) {

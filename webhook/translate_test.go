@@ -212,6 +212,15 @@ func TestSyntheticGateAndPush(t *testing.T) {
 			w: want{tenant: "99", repo: helloWorld, events: []leasedo.Event{concludedEv("check_run", "completed", 0, shaDotcom, "Octocoders-linter")}},
 		},
 		{
+			name: "an approving review says so", event: "pull_request_review", from: "pull_request_review/submitted.payload.json",
+			edit: func(m map[string]any) { m["review"].(map[string]any)["state"] = "approved" },
+			w: want{tenant: "1", repo: helloWorld, base: "master", events: []leasedo.Event{func() leasedo.Event {
+				e := ev("pull_request_review", "submitted", 2, shaDotcom)
+				e.Details.Approved = true
+				return e
+			}()}},
+		},
+		{
 			name: "branch deleted", event: "push", from: "push/with-new-branch.payload.json",
 			edit: func(m map[string]any) {
 				m["deleted"], m["after"] = true, "0000000000000000000000000000000000000000"

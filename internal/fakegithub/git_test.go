@@ -550,3 +550,17 @@ func TestStaleCheckReads(t *testing.T) {
 		}
 	}
 }
+
+// SetStaleReviewReads: the next listings of a pull request's reviews lack
+// its last one, then show it.
+func TestStaleReviewReads(t *testing.T) {
+	s, c, _ := newGitServer(t)
+	s.AddPR("octo/r", fakegithub.PR{Number: 1, HeadSHA: "h1"})
+	s.AddReview("octo/r", 1, "alice", "APPROVED")
+	s.SetStaleReviewReads("octo/r", 1, 1)
+	for i, want := range []int{0, 1} {
+		if _, v := c.get("repos/octo/r/pulls/1/reviews"); len(v.([]any)) != want {
+			t.Fatalf("read %d: %v, want %d reviews", i+1, v, want)
+		}
+	}
+}

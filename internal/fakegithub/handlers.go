@@ -169,7 +169,12 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []obj{}
-	for _, rv := range paginate(w, r, rp.reviews[pr.Number]) {
+	reviews := rp.reviews[pr.Number]
+	if rp.staleReviews[pr.Number] > 0 {
+		rp.staleReviews[pr.Number]--
+		reviews = reviews[:max(len(reviews)-1, 0)]
+	}
+	for _, rv := range paginate(w, r, reviews) {
 		out = append(out, s.reviewJSON(rp, pr, rv))
 	}
 	writeJSON(w, http.StatusOK, out)

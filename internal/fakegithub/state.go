@@ -119,6 +119,7 @@ type repo struct {
 	git           *gitRepo            // the git model (git.go)
 	stale         map[string]staleRef // branch -> what its next reads see (Options.StaleRefReads)
 	staleChecks   map[string]int      // sha -> listings of its check runs that show them all in progress (SetStaleCheckReads)
+	staleReviews  map[int]int         // PR number -> listings of its reviews without the last one (SetStaleReviewReads)
 	ci            *ciState            // SimulateCI (ci.go); nil: no simulated CI
 }
 
@@ -373,6 +374,20 @@ func (s *Server) SetStaleCheckReads(fullName, sha string, reads int) {
 		rp.staleChecks = map[string]int{}
 	}
 	rp.staleChecks[sha] = reads
+}
+
+// SetStaleReviewReads makes the next reads (listings) of the pull
+// request's reviews lack its last review, as a replica behind it does:
+// GitHub sends pull_request_review submitted, and a read a moment later
+// may not show the review yet.
+func (s *Server) SetStaleReviewReads(fullName string, number, reads int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.mustRepo(fullName)
+	if rp.staleReviews == nil {
+		rp.staleReviews = map[int]int{}
+	}
+	rp.staleReviews[number] = reads
 }
 
 // SetBehind marks the PR's head as behind (or not) its base.
