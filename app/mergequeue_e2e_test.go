@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mergegate/mergegate/internal/fakegithub"
+	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
 )
@@ -243,7 +244,17 @@ func TestGitHubMergeQueueWaitsOutTheGraphQLQuota(t *testing.T) {
 	if !strings.Contains(h.logBuf.String(), `"graphql":true,"time"`) {
 		t.Fatalf("the rate-limit line does not say it is GraphQL's quota:\n%s", h.logBuf.String())
 	}
+	// The engine sets its retry after it logs the line: the clock moves
+	// once that timer is set (15 minutes on at most), not before.
+	retrySet := func() {
+		t.Helper()
+		testkit.Eventually(t, "the engine's retry timer", func() bool {
+			at, ok := h.clock.NextTimer()
+			return ok && at.After(h.clock.Now()) && !at.After(h.clock.Now().Add(15*time.Minute))
+		})
+	}
 	for i := range 3 { // 45 minutes of the spent hour
+		retrySet()
 		h.clock.Advance(15 * time.Minute)
 		h.waitLogged("GitHub rate limit: the queue waits", i+2)
 		if it, ok := h.entry(4); !ok || it.Status == leasedo.StatusBlocked || it.Status == leasedo.StatusBounced {
@@ -258,6 +269,7 @@ func TestGitHubMergeQueueWaitsOutTheGraphQLQuota(t *testing.T) {
 	}
 	h.noBounce()
 
+	retrySet()
 	h.clock.Advance(15 * time.Minute) // the quota's hour is over
 	h.eventually("#4 in GitHub's merge queue", func() bool { return len(h.gh.MergeQueueEnqueues()) == 1 })
 	h.settleQueue()
