@@ -122,9 +122,9 @@ func (e *Engine) prepare(d leasedo.Delivery) (prepared, error) {
 func (e *Engine) applied(p prepared, results []leasedo.Result) {
 	d, t := p.d, p.t
 	for _, ev := range t.Events {
-		// A check the delivery says concluded on an entry's head or a
-		// train group's: the sync that follows should read it so
-		// (rules.ReadLag).
+		// A check the delivery says concluded (on an entry's head or a
+		// train group's), or an approval: the sync that follows should
+		// read it so (rules.ReadLag).
 		if e.syncer == nil || ev.Details == nil {
 			continue
 		}

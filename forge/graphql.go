@@ -116,10 +116,10 @@ func (c *Client) RebaseBranch(ctx context.Context, tenant, repo string, number i
 }
 
 // fromGraphQL sorts GraphQL errors (HTTP 200) like the REST statuses. A
-// spent quota's answer (RATE_LIMITED, or RATE_LIMIT as GitHub sends it) whose headers say when the GraphQL quota resets is
-// a *RateLimitError until then: retried sooner, it would only be refused
-// again (and GitHub may answer a client that keeps trying with a
-// secondary limit).
+// spent quota's answer (RATE_LIMITED, or RATE_LIMIT as GitHub sends it)
+// whose headers say when the GraphQL quota resets is a *RateLimitError
+// until then: retried sooner, it would only be refused again (and GitHub
+// may answer a client that keeps trying with a secondary limit).
 func (c call) fromGraphQL(errs []graphQLError, resp *github.Response) error {
 	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/mergegate/mergegate/internal/testkit"
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/lifecycle"
+	"github.com/mergegate/mergegate/rules"
 )
 
 // The Syncer's caches stay within maxCached entries however many keys
@@ -93,5 +95,31 @@ func TestOwnWritesStandInForLaggingReads(t *testing.T) {
 		if got := s.landedWithin(landed, readLag); got != tc.within {
 			t.Errorf("%s after the landing: landedWithin %v, want %v", tc.after, got, tc.within)
 		}
+	}
+}
+
+// What deliveries said concluded is kept for rules.ReadLag, at most
+// maxConcluded names a commit, and nothing of a name or sha no GitHub
+// check has: whoever holds the webhook secret cannot grow it without
+// bound.
+func TestConcludedIsBounded(t *testing.T) {
+	clk := leasedo.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	s := NewSyncer(SyncConfig{Clock: clk})
+	k := leasedo.Key{Tenant: "1", Repo: "o/r"}
+	sha := strings.Repeat("a", 40)
+	for i := range maxConcluded + 10 {
+		s.Concluded(k, sha, "check "+strconv.Itoa(i))
+	}
+	s.Concluded(k, sha, strings.Repeat("x", maxCheckName+1))
+	s.Concluded(k, strings.Repeat("b", maxSHA+1), "ci")
+	if got := s.concludedOn(k, sha); len(got) != maxConcluded || got[0] != "check 0" {
+		t.Fatalf("kept %d names (%q first), want the first %d", len(got), got[0], maxConcluded)
+	}
+	if got := s.concludedOn(k, strings.Repeat("b", maxSHA+1)); got != nil {
+		t.Fatalf("kept %q for an over-long sha", got)
+	}
+	clk.Advance(rules.ReadLag)
+	if got := s.concludedOn(k, sha); got != nil {
+		t.Fatalf("kept %q past rules.ReadLag", got)
 	}
 }

@@ -129,16 +129,22 @@ func (s *Syncer) approvedLately(k leasedo.Key, pr int) bool {
 	return ok
 }
 
-// maxConcluded bounds the checks remembered concluded on one sha: a
-// delivery names them, and whoever holds the webhook secret can send many.
-const maxConcluded = 32
+// maxConcluded bounds the checks remembered concluded on one sha, and
+// maxCheckName their names: a delivery names them, and whoever holds the
+// webhook secret can send many, and long ones (GitHub's shas are 40 hex
+// digits, 64 with SHA-256).
+const (
+	maxConcluded = 32
+	maxCheckName = 256
+	maxSHA       = 64
+)
 
-// Concluded records that a delivery said check name concluded on sha, the
-// head of an entry of k's queue (webhook's Details.Check). For
+// Concluded records that a delivery said check name concluded on sha (an
+// entry's head or a train group's in k; webhook's Details.Check). For
 // rules.ReadLag a read of sha's checks that shows it still running is
 // taken for a read that lags, and made again.
 func (s *Syncer) Concluded(k leasedo.Key, sha, name string) {
-	if sha == "" || name == "" {
+	if sha == "" || name == "" || len(sha) > maxSHA || len(name) > maxCheckName {
 		return
 	}
 	now, key := s.clock.Now(), k.String()+"@"+sha

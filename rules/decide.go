@@ -79,9 +79,10 @@ func (p Policy) NeedsPR() bool {
 //     after GitHub refused a merge or an update (the head moved, as GitHub
 //     says), at once;
 //   - a read of the checks that shows one running that a check run's or
-//     status's delivery said concluded (Facts.Concluded): believed, the
-//     entry would wait for an event that has already come, until the
-//     cron's next read.
+//     status's delivery said concluded (Facts.Concluded), or of the
+//     reviews that does not count an approval a review's delivery told of
+//     (Facts.JustApproved): believed, the entry would wait for an event
+//     that has already come, until the cron's next read.
 const ReadLag = 10 * time.Second
 
 // reviewsLag: a read of the reviews that does not count an approval a
