@@ -148,6 +148,20 @@ func TestSecondaryLimitWithoutRetryAfterBacksOffExponentially(t *testing.T) {
 	}
 }
 
+// Past the content-generating requests' limits GitHub words its 403
+// otherwise ("temporarily blocked from content creation", and a "status"
+// in the body) and sends no retry-after: still the installation's
+// secondary limit, backed off.
+func TestContentCreationLimitIsASecondaryLimit(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.gh.AddPR(repo, fakegithub.PR{Number: 1})
+	e.gh.Fail(fakegithub.RouteGetPull, 1, fakegithub.Fault{Status: 403, Message: fakegithub.MsgSecondaryContent})
+	_, err := e.c.GetPR(e.ctx, tenant, repo, 1)
+	if rl := rateLimited(t, err); !rl.Secondary || rl.RetryAt.Sub(e.clock.Now()) != time.Minute {
+		t.Fatalf("%+v, want a secondary limit backed off a minute", rl)
+	}
+}
+
 func TestPermission403IsNotARateLimit(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.gh.AddPR(repo, fakegithub.PR{Number: 1})

@@ -27,6 +27,11 @@ const (
 	SecondaryWritesPerHour   = 500
 )
 
+// MsgSecondaryContent is GitHub's message past the content-generating
+// requests' limits (80 a minute, 500 an hour), as a client met it
+// (gofri/go-github-ratelimit#38): another message, "status" in the body.
+const MsgSecondaryContent = "You have exceeded a secondary rate limit and have been temporarily blocked from content creation. Please retry your request again later."
+
 const secondaryMessage = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. " +
 	"If you reach out to GitHub Support for help, please include the request ID 8E02:3F3A:1C8E2A7:3A1B8C4:6750A1B2."
 
@@ -109,11 +114,12 @@ func contentGenerating(r *http.Request, route string) bool {
 }
 
 // secondaryLimit decides, with s.mu held, whether tenant's request over
-// route is over a secondary limit; if not, it counts it. busy is the
-// tenant's requests in flight, this one included.
-func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int) (retryAfter time.Duration, limited bool) {
+// route is over a secondary limit (content: one of the content-generating
+// requests' limits); if not, it counts it. busy is the tenant's requests
+// in flight, this one included.
+func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int) (retryAfter time.Duration, content, limited bool) {
 	if s.sec.off || tenant == "" || route == RouteCreateToken {
-		return 0, false
+		return 0, false, false
 	}
 	if s.sec.writes == nil {
 		s.sec.writes, s.sec.points, s.sec.answered = map[string][]time.Time{}, map[string][]stamp{}, map[string]int{}
@@ -134,9 +140,13 @@ func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int)
 	for _, p := range ps {
 		used += p.points
 	}
-	refuse := func(after time.Duration) (time.Duration, bool) {
+	refuse := func(after time.Duration) (time.Duration, bool, bool) {
 		s.sec.answered[tenant]++
-		return after, true
+		return after, false, true
+	}
+	refuseContent := func(after time.Duration) (time.Duration, bool, bool) {
+		s.sec.answered[tenant]++
+		return after, true, true
 	}
 	switch {
 	case busy > SecondaryConcurrent:
@@ -157,20 +167,25 @@ func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int)
 		}
 		switch {
 		case inHour >= SecondaryWritesPerHour:
-			return refuse(0)
+			return refuseContent(0)
 		case inMinute >= SecondaryWritesPerMinute:
-			return refuse(oldestMinute.Add(time.Minute).Sub(now))
+			return refuseContent(oldestMinute.Add(time.Minute).Sub(now))
 		}
 		s.sec.writes[tenant] = append(w, now)
 	}
 	s.sec.points[key] = append(ps, stamp{at: now, points: points})
-	return 0, false
+	return 0, false, false
 }
 
-// writeSecondary answers a secondary rate limit as GitHub does.
-func writeSecondary(w http.ResponseWriter, retryAfter time.Duration) {
+// writeSecondary answers a secondary rate limit as GitHub does (content:
+// a content-generating requests' limit, in its own words).
+func writeSecondary(w http.ResponseWriter, retryAfter time.Duration, content bool) {
 	if retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second)))
+	}
+	if content {
+		writeJSON(w, http.StatusForbidden, map[string]string{"message": MsgSecondaryContent, "documentation_url": secondaryDocURL, "status": "403"})
+		return
 	}
 	writeJSON(w, http.StatusForbidden, map[string]string{"message": secondaryMessage, "documentation_url": secondaryDocURL})
 }

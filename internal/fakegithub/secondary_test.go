@@ -27,8 +27,8 @@ func TestSecondaryLimitsOnWrites(t *testing.T) {
 		}
 	}
 	code, retry, body := comment()
-	if code != 403 || retry != "60" || !strings.Contains(message(body), "You have exceeded a secondary rate limit") {
-		t.Fatalf("81st comment in a minute: %d retry-after %q %v; want 403, retry-after 60", code, retry, body)
+	if code != 403 || retry != "60" || message(body) != fakegithub.MsgSecondaryContent {
+		t.Fatalf("81st comment in a minute: %d retry-after %q %v; want 403, retry-after 60, GitHub's content-creation message", code, retry, body)
 	}
 	if code, _, _ := c.do("GET", "repos/octo/r/pulls/1", tok, nil, nil); code != 200 {
 		t.Fatalf("a read while writes are limited: %d", code)

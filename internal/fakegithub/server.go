@@ -312,7 +312,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		busy := s.tenantBusy[tenant]
 		s.busyMu.Unlock()
 		s.mu.Lock()
-		after, limited := s.secondaryLimit(r, route, tenant, busy)
+		after, content, limited := s.secondaryLimit(r, route, tenant, busy)
 		if limited {
 			s.record(r, route, tenant, http.StatusForbidden, false, false)
 			if route == RouteGraphQL { // GitHub's rate headers come on every answer
@@ -321,7 +321,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				s.rateHeaders(w.Header(), tenant)
 			}
 			s.mu.Unlock()
-			writeSecondary(w, after)
+			writeSecondary(w, after, content)
 			return
 		}
 		s.mu.Unlock()
