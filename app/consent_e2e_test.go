@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mergegate/mergegate/internal/fakegithub"
 	"github.com/mergegate/mergegate/leasedo"
@@ -16,8 +17,15 @@ import (
 )
 
 // commentCommand: user comments body on PR n (on the fake GitHub too), and
-// GitHub delivers the issue_comment.
+// GitHub delivers the issue_comment at once.
 func (h *harness) commentCommand(n int, user, body string) {
+	h.t.Helper()
+	h.commentCommandAt(n, user, body, h.clock.Now())
+}
+
+// commentCommandAt is commentCommand for a comment written at at (its
+// delivery late, when at is in the past).
+func (h *harness) commentCommandAt(n int, user, body string, at time.Time) {
 	h.t.Helper()
 	id := h.gh.AddComment(testRepo, n, user, body)
 	h.mustSend("issue_comment", h.fixture("issue_comment/created.with-installation.payload.json", func(m map[string]any) {
@@ -28,6 +36,7 @@ func (h *harness) commentCommand(n int, user, body string) {
 		c := obj(m, "comment")
 		c["id"] = id
 		c["body"] = body
+		c["created_at"] = at.UTC().Format(time.RFC3339)
 		c["user"] = map[string]any{"login": user, "type": "User"}
 		m["sender"] = map[string]any{"login": user, "type": "User"}
 	}))
@@ -155,6 +164,7 @@ func TestPushByANonWriterNeedsAWritersConsent(t *testing.T) {
 	if len(h.merges()) != 1 {
 		t.Fatalf("merged after the cron's pass: %+v", h.merges())
 	}
+	h.clock.Advance(time.Minute) // alice reads eve's commits
 	h.commentCommand(1, "alice", "@mergegate queue")
 	h.eventually("#1 merged at eve's head", func() bool { return len(h.merges()) == 2 && h.merges()[1].SHA == shaB })
 }
@@ -238,6 +248,55 @@ func TestReopenedByANonWriterNeedsAWritersConsent(t *testing.T) {
 	if q := h.liveQueue(); len(q) != 1 || !strings.Contains(q[0].GateReason, "@eve, who may not write to the repository, reopened it") {
 		t.Fatalf("queue = %+v, want #1 held for a writer", q)
 	}
+	h.clock.Advance(time.Minute) // alice reads the reopened head
 	h.commentCommand(1, "alice", "@mergegate queue")
 	h.eventually("#1 merged", func() bool { return len(h.merges()) == 1 && h.merges()[0].SHA == shaB })
+}
+
+// A writer's `@mergegate queue` whose delivery comes after a push that
+// followed the comment (a retry, a redelivery after an outage) does not
+// consent to that push: the command reads the head when it is carried out,
+// and its consent is for a head its writer could have seen. alice is
+// told to comment again; nothing merges. A comment written after the push
+// was known queues it.
+func TestLateQueueCommandDoesNotConsentALaterPush(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		t.Run(map[bool]string{false: "not queued", true: "queued"}[queued], func(t *testing.T) {
+			h := newHarness(t)
+			h.gh.SetRole(testRepo, "alice", "write")
+			shaA, shaB := strings.Repeat("a", 40), strings.Repeat("b", 40)
+			h.gh.AddPR(testRepo, fakegithub.PR{Number: 1, HeadSHA: shaA, BaseRef: testBase, Author: "eve", Fork: true, LabeledBy: "alice"})
+			if queued {
+				h.gh.SetLabels(testRepo, 1, "automerge")
+				h.mustSend("pull_request", withSender(t, h.prPayload("labeled", 1, shaA, "automerge"), "alice"))
+			}
+			h.settle()
+			// alice reads shaA and comments; a minute later eve pushes
+			// shaB, whose delivery is applied before alice's comment's.
+			wrote := h.clock.Now()
+			h.clock.Advance(time.Minute)
+			h.pushBy(1, shaB, "eve")
+			h.pass(shaB)
+			h.settle()
+			h.clock.Advance(2 * time.Minute)
+			h.commentCommandAt(1, "alice", "@mergegate queue", wrote)
+			h.settle()
+			if len(h.merges()) != 0 {
+				t.Fatalf("merged eve's push on a comment written before it: %+v", h.merges())
+			}
+			var told []string
+			for _, c := range h.gh.Comments() {
+				if c.PRNumber == 1 && strings.Contains(c.Body, "cannot tell that it was pushed before you wrote this comment") {
+					told = append(told, c.Body)
+				}
+			}
+			if len(told) != 1 || !strings.Contains(told[0], "@alice") || !strings.Contains(told[0], "bbbbbbb") {
+				t.Fatalf("alice was told %q, want one sentence naming the head", told)
+			}
+			// alice reads shaB and comments again: it is queued and merges.
+			h.clock.Advance(time.Minute)
+			h.commentCommand(1, "alice", "@mergegate queue")
+			h.eventually("#1 merged at eve's head", func() bool { return len(h.merges()) == 1 && h.merges()[0].SHA == shaB })
+		})
+	}
 }

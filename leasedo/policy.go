@@ -186,6 +186,8 @@ type Command struct {
 	Author    string
 	Command   string // queue, cancel, refresh, priority, or label (who added the trigger label)
 	Arg       string
+	// CreatedAt is when the command was made (epoch ms): its comment's
+	// time, as GitHub gives it, or else when it was stored.
 	CreatedAt int64
 }
 
@@ -193,8 +195,12 @@ func insertCommand(ctx context.Context, tx *wtx, k Key, pr int, d *Details, now 
 	if pr <= 0 || d.Command == "" {
 		return &FieldError{Field: "details.command", Msg: "and prNumber are required for a command"}
 	}
+	made := now
+	if d.CommentedAt > 0 {
+		made = d.CommentedAt
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO commands (tenant, repo, pr_number, comment_id, author, command, arg, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.CommentID, d.By, d.Command, d.Arg, now); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, k.Tenant, k.Repo, pr, d.CommentID, d.By, d.Command, d.Arg, made); err != nil {
 		return fmt.Errorf("%s: store command: %w", k, err)
 	}
 	return nil

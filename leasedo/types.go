@@ -141,6 +141,10 @@ type Details struct {
 	Arg       string `json:"arg,omitempty"`
 	By        string `json:"by,omitempty"`
 	CommentID int64  `json:"commentId,omitempty"`
+	// CommentedAt, for a comment's command, is when the comment was
+	// written (epoch ms, GitHub's time): a command's consent is for a head
+	// its writer could have seen (rules.QueueConsents).
+	CommentedAt int64 `json:"commentedAt,omitempty"`
 	// Consent, for a join: ConsentGiven, a writer's act that covers Sha
 	// even for a pull request already queued (a trigger label added,
 	// auto-merge enabled, @mergegate queue); ConsentPending, an act that

@@ -137,6 +137,19 @@ func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Com
 		if why := rules.Ineligibility(rules.Eligibility{State: pr.State, Draft: pr.Draft, Base: pr.BaseRef, AutoMerge: true}, withAutoMerge(opts)); why != "" {
 			return s.refuse(ctx, l, c, fmt.Sprintf("@%s: mergegate cannot queue this pull request: %s.", c.Author, why), "refused: "+why)
 		}
+		entry, err := s.entryOf(ctx, k, c.PRNumber)
+		if err != nil {
+			return err
+		}
+		var made time.Time
+		if c.CreatedAt > 0 {
+			made = time.UnixMilli(c.CreatedAt)
+		}
+		if !rules.QueueConsents(entry, pr.HeadSHA, made, s.clock.Now()) {
+			return s.refuse(ctx, l, c, fmt.Sprintf("@%s: this pull request's head is now %s, and mergegate cannot tell that it was pushed before you wrote this comment: "+
+				"if you have seen that commit, comment `@mergegate queue` again to queue it.", c.Author, forge.ShortSHA(pr.HeadSHA)),
+				"refused: the head "+forge.ShortSHA(pr.HeadSHA)+" may have been pushed after @"+c.Author+"'s comment")
+		}
 		// The trigger label, as if added by hand: the queue's own rule
 		// (eligible while labelled) keeps it, and cancel removes it.
 		if labels := opts.Labels(); len(labels) > 0 && opts.TriggerOf(pr.Labels) == "" {
@@ -145,8 +158,8 @@ func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Com
 			}
 		}
 		rank, name := policy.PriorityOf(pol.Config.PriorityLabels, pr.Labels)
-		// A writer's consent, for the head they saw (queued already: it
-		// covers this head now).
+		// A writer's consent, for a head they could have seen
+		// (rules.QueueConsents; queued already: it covers this head now).
 		if _, err := s.store.Join(ctx, l, c.PRNumber, leasedo.Details{Sha: pr.HeadSHA, Base: pr.BaseRef, Priority: &rank, PriorityName: name,
 			Reason: "@" + c.Author + ": @mergegate queue", Consent: leasedo.ConsentGiven}); err != nil {
 			return err
@@ -201,15 +214,14 @@ func (s *Syncer) headMoved(ctx context.Context, l *leasedo.Lease, c leasedo.Comm
 	if !ok {
 		return s.store.CommandDone(ctx, l, c, "@"+c.Author+": head moved: unreadable")
 	}
-	items, err := s.store.Items(ctx, k)
+	e, err := s.entryOf(ctx, k, c.PRNumber)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(items, func(it leasedo.Item) bool { return it.PRNumber == c.PRNumber && it.Status != leasedo.StatusBounced })
-	if i < 0 {
+	if e == nil {
 		return s.store.CommandDone(ctx, l, c, "") // not queued: nothing to say
 	}
-	it := items[i]
+	it := *e
 	m := rules.HeadMove{Kind: kind, Before: before, After: after, By: c.Author}
 	own, err := s.isApp(ctx, c.Author)
 	if err != nil && (forge.IsRetryable(err) || ctx.Err() != nil) {
@@ -394,4 +406,17 @@ func (s *Syncer) forgetRepo(k leasedo.Key) {
 	repo := k.String() + "@"
 	maps.DeleteFunc(s.rules, func(key string, _ cached[forge.Required]) bool { return strings.HasPrefix(key, repo) })
 	maps.DeleteFunc(s.perms, func(key string, _ cached[forge.Permission]) bool { return strings.HasPrefix(key, repo) })
+}
+
+// entryOf is k's live queue entry for pull request pr, nil when it has none.
+func (s *Syncer) entryOf(ctx context.Context, k leasedo.Key, pr int) (*leasedo.Item, error) {
+	items, err := s.store.Items(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(items, func(it leasedo.Item) bool { return it.PRNumber == pr && it.Status != leasedo.StatusBounced })
+	if i < 0 {
+		return nil, nil
+	}
+	return &items[i], nil
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/mergegate/mergegate/lifecycle"
 )
@@ -93,4 +94,43 @@ func Unconsented(e lifecycle.Item) string {
 		why = "its head changed after it was queued, and mergegate has not seen who pushed"
 	}
 	return "no writer consented to this head: " + why + "; someone who may write must comment `@mergegate queue` (or add the trigger label again) to let it merge"
+}
+
+// QueueLag is how long after a writer wrote `@mergegate queue` the command
+// may still consent to a head mergegate did not know before the comment (a
+// pull request not queued yet, or a push whose delivery has not come):
+// later than that, a push made after the comment cannot be told from one
+// made before it. ClockSkew is what GitHub's clock (the comment's time) and
+// mergegate's (when it learnt of a head) may differ by.
+const (
+	QueueLag  = time.Minute
+	ClockSkew = 5 * time.Second
+)
+
+// QueueConsents reports whether a writer's `@mergegate queue`, written at
+// made (GitHub's time; zero: not known), consents to head, the pull
+// request's head when the command is carried out at now; e is its entry,
+// nil when it is not queued. The command reads the head when it is carried
+// out, and a comment's delivery can come after a push that followed it (a
+// retry, a redelivery after an outage): its consent is for a head the
+// writer could have seen.
+//
+//   - A head the entry's consent already covers: nothing to give.
+//   - A head mergegate knew (the entry's, since HeadAt) before the comment
+//     was written: consented, however late the command is carried out.
+//   - A head mergegate learnt of after the comment: not consented.
+//   - A head mergegate does not know (not queued, or its push's delivery
+//     not come): consented when the command is carried out within QueueLag
+//     of the comment (a later push by someone who may not write then
+//     withdraws it, ConsentAfter); not later.
+func QueueConsents(e *lifecycle.Item, head string, made, now time.Time) bool {
+	switch {
+	case made.IsZero():
+		return true // a command stored by an earlier mergegate
+	case e != nil && e.PRSha == head && (e.ConsentSha == head || e.ConsentSha == ""):
+		return true
+	case e != nil && e.PRSha == head && e.HeadAt > 0:
+		return !time.UnixMilli(e.HeadAt).Add(ClockSkew).After(made)
+	}
+	return now.Sub(made) <= QueueLag
 }

@@ -3,6 +3,7 @@ package rules_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mergegate/mergegate/rules"
 
@@ -116,5 +117,43 @@ func TestDecideTrainDropsAnUnconsentedMember(t *testing.T) {
 		rules.Policy{Mode: rules.ModeTrain})
 	if a.Kind != rules.TrainDrop || len(a.PRs) != 1 || a.PRs[0].Number != 7 {
 		t.Errorf("DecideTrain = %+v, want #7 dropped", a)
+	}
+}
+
+// A writer's `@mergegate queue` consents to a head they could have seen:
+// one mergegate knew before the comment was written, or, carried out
+// within QueueLag of it, one mergegate has not learnt of yet.
+func TestQueueConsents(t *testing.T) {
+	wrote := joined.Add(time.Hour)
+	known := func(head string, at time.Time, consent string) *lifecycle.Item {
+		it := entryWith(head, consent, "")
+		it.HeadAt = at.UnixMilli()
+		return &it
+	}
+	for _, c := range []struct {
+		name string
+		e    *lifecycle.Item
+		head string
+		made time.Time
+		now  time.Time
+		want bool
+	}{
+		{"not queued, carried out at once", nil, newSHA, wrote, wrote.Add(time.Second), true},
+		{"not queued, carried out QueueLag later", nil, newSHA, wrote, wrote.Add(rules.QueueLag), true},
+		{"not queued, carried out later than QueueLag: a push since cannot be told", nil, newSHA, wrote, wrote.Add(rules.QueueLag + time.Second), false},
+		{"a head known a minute before the comment, carried out hours later", known(newSHA, wrote.Add(-time.Minute), oldSHA), newSHA, wrote, wrote.Add(3 * time.Hour), true},
+		{"a head learnt of after the comment: pushed after it, maybe", known(newSHA, wrote.Add(time.Minute), oldSHA), newSHA, wrote, wrote.Add(2 * time.Minute), false},
+		{"a head learnt of within ClockSkew before the comment", known(newSHA, wrote.Add(-rules.ClockSkew/2), oldSHA), newSHA, wrote, wrote.Add(time.Second), false},
+		{"a head learnt of ClockSkew before the comment", known(newSHA, wrote.Add(-rules.ClockSkew), oldSHA), newSHA, wrote, wrote.Add(time.Second), true},
+		{"a head the consent covers already: nothing to give", known(newSHA, wrote.Add(time.Minute), newSHA), newSHA, wrote, wrote.Add(time.Hour), true},
+		{"a head the entry does not know yet, at once (its push's delivery withdraws it)", known(oldSHA, wrote.Add(-time.Hour), oldSHA), newSHA, wrote, wrote.Add(time.Second), true},
+		{"a head the entry does not know yet, late", known(oldSHA, wrote.Add(-time.Hour), oldSHA), newSHA, wrote, wrote.Add(time.Hour), false},
+		{"no time kept (an earlier mergegate's command)", known(newSHA, wrote, oldSHA), newSHA, time.Time{}, wrote.Add(time.Hour), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := rules.QueueConsents(c.e, c.head, c.made, c.now); got != c.want {
+				t.Errorf("QueueConsents = %v, want %v", got, c.want)
+			}
+		})
 	}
 }

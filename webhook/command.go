@@ -3,6 +3,7 @@ package webhook
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
@@ -149,9 +150,10 @@ type issueCommentPayload struct {
 		} `json:"pull_request"`
 	} `json:"issue"`
 	Comment *struct {
-		ID   int64  `json:"id"`
-		Body string `json:"body"`
-		User *struct {
+		ID        int64     `json:"id"`
+		Body      string    `json:"body"`
+		CreatedAt time.Time `json:"created_at"`
+		User      *struct {
 			Login string `json:"login"`
 			Type  string `json:"type"`
 		} `json:"user"`
@@ -184,9 +186,13 @@ func translateIssueComment(d leasedo.Delivery) (Translation, error) {
 	if !ok {
 		return Translation{Ignored: "no @mergegate command in the comment"}, nil
 	}
+	var made int64
+	if !p.Comment.CreatedAt.IsZero() {
+		made = p.Comment.CreatedAt.UnixMilli()
+	}
 	return Translation{Events: []leasedo.Event{{EventType: d.Event, Tenant: d.Tenant, Repo: d.Repo, Action: p.Action,
 		PRNumber: p.Issue.Number, Op: OpOf(d.Event, p.Action),
-		Details: &leasedo.Details{Command: c.Name, Arg: c.Arg, By: p.Comment.User.Login, CommentID: p.Comment.ID,
+		Details: &leasedo.Details{Command: c.Name, Arg: c.Arg, By: p.Comment.User.Login, CommentID: p.Comment.ID, CommentedAt: made,
 			Reason: "@" + p.Comment.User.Login + ": " + strings.TrimSpace(CommandPrefix+" "+c.Name+" "+c.Arg)}}}}, nil
 }
 

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"testing"
+	"time"
 
 	"github.com/mergegate/mergegate/leasedo"
 	"github.com/mergegate/mergegate/rules"
@@ -73,6 +74,11 @@ func TestTranslateIssueComment(t *testing.T) {
 	ev := tr.Events[0]
 	if ev.Op != leasedo.OpCommand || ev.PRNumber != 1 || ev.Details.Command != "priority" || ev.Details.Arg != "low" || ev.Details.By != "Codertocat" || ev.Details.CommentID != 492700400 {
 		t.Errorf("event = %+v %+v", ev, ev.Details)
+	}
+	// When the comment was written (GitHub's created_at): the consent of a
+	// queue command is for a head its writer could have seen.
+	if want := time.Date(2019, 5, 15, 15, 20, 21, 0, time.UTC).UnixMilli(); ev.Details.CommentedAt != want {
+		t.Errorf("CommentedAt = %d, want the comment's created_at %d", ev.Details.CommentedAt, want)
 	}
 	for name, edit := range map[string]func(m map[string]any){
 		"GitHub's example as it stands":  func(map[string]any) {},
