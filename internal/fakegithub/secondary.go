@@ -140,19 +140,15 @@ func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int)
 	for _, p := range ps {
 		used += p.points
 	}
-	refuse := func(after time.Duration) (time.Duration, bool, bool) {
+	refuse := func(after time.Duration, content bool) (time.Duration, bool, bool) {
 		s.sec.answered[tenant]++
-		return after, false, true
-	}
-	refuseContent := func(after time.Duration) (time.Duration, bool, bool) {
-		s.sec.answered[tenant]++
-		return after, true, true
+		return after, content, true
 	}
 	switch {
 	case busy > SecondaryConcurrent:
-		return refuse(0)
+		return refuse(0, false)
 	case used+points > pointsPerMinute(route):
-		return refuse(ps[0].at.Add(time.Minute).Sub(now))
+		return refuse(ps[0].at.Add(time.Minute).Sub(now), false)
 	}
 	if write {
 		w := s.sec.writes[tenant]
@@ -167,9 +163,9 @@ func (s *Server) secondaryLimit(r *http.Request, route, tenant string, busy int)
 		}
 		switch {
 		case inHour >= SecondaryWritesPerHour:
-			return refuseContent(0)
+			return refuse(0, true)
 		case inMinute >= SecondaryWritesPerMinute:
-			return refuseContent(oldestMinute.Add(time.Minute).Sub(now))
+			return refuse(oldestMinute.Add(time.Minute).Sub(now), true)
 		}
 		s.sec.writes[tenant] = append(w, now)
 	}
