@@ -116,16 +116,19 @@ func TestWritesPerMergedPRDoNotGrowWithTheQueue(t *testing.T) {
 				serial = r
 			}
 		}
-		r := drainWrites(t, "train, the defaults", n, drainTrainDefaults, false)
-		runs = append(runs, r)
-		if r.perMerged() > serial.perMerged() {
-			t.Errorf("train, %d queued: %d writes for %d merged, %.2f each; want at most serial mode's %.2f", n, r.writes, r.merged, r.perMerged(), serial.perMerged())
-		}
-		// Calls: at 64, where the train's fewer reads of each pull request
-		// show. At 8 the two make the same calls to within two, and which
-		// makes more depends on when CI's reports arrive between syncs.
-		if n >= 64 && r.chargedPerMerged() > serial.chargedPerMerged() {
-			t.Errorf("train, %d queued: %d calls counted against the rate limit for %d merged, %.2f each; want at most serial mode's %.2f", n, r.charged, r.merged, r.chargedPerMerged(), serial.chargedPerMerged())
+		for _, train := range []struct{ mode, file string }{{"train, the defaults", drainTrainDefaults}, {"train, speculate", drainTrainSpeculate}} {
+			r := drainWrites(t, train.mode, n, train.file, false)
+			runs = append(runs, r)
+			if r.perMerged() > serial.perMerged() {
+				t.Errorf("%s, %d queued: %d writes for %d merged, %.2f each; want at most serial mode's %.2f", train.mode, n, r.writes, r.merged, r.perMerged(), serial.perMerged())
+			}
+			// Calls: at 64, where the train's fewer reads of each pull
+			// request show. At 8 the two make the same calls to within
+			// two, and which makes more depends on when CI's reports
+			// arrive between syncs.
+			if n >= 64 && r.chargedPerMerged() > serial.chargedPerMerged() {
+				t.Errorf("%s, %d queued: %d calls counted against the rate limit for %d merged, %.2f each; want at most serial mode's %.2f", train.mode, n, r.charged, r.merged, r.chargedPerMerged(), serial.chargedPerMerged())
+			}
 		}
 	}
 	t.Log("\n" + writesTable(runs...))

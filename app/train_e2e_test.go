@@ -979,3 +979,67 @@ func TestTrainLaggingReadOfAGroupsChecks(t *testing.T) {
 		t.Errorf("the lagging read was not read again:\n%s", h.logBuf.String())
 	}
 }
+
+// speculate: true (docs/trains.md): pull requests join groups while their
+// own checks run, so a queue with nothing failing drains in about one CI
+// length, not two; a group lands only once its pull requests' own checks
+// passed; one whose own checks fail is taken out for them, and the others
+// land without it, at tested commits only.
+func TestTrainSpeculates(t *testing.T) {
+	const file = "mode: train\nbatch_size: 2\nparallel: 4\nspeculate: true\n"
+	t.Run("nothing fails: one CI length", func(t *testing.T) {
+		h := trainHarness(t, file, fakegithub.CI{})
+		h.gh.AllowPush(testRepo, testBase)
+		h.openLabeled(1, 2, 3, 4)
+		h.settle()
+		gs := h.groups()
+		if len(gs) == 0 {
+			t.Fatal("no group while the pull requests' own checks run")
+		}
+		for _, g := range gs {
+			for _, n := range g.Numbers() {
+				if it, _ := h.entry(n); it.Status != leasedo.StatusEvaluating {
+					t.Errorf("#%d in group %d is %s, want evaluating (its own checks run)", n, g.ID, it.Status)
+				}
+			}
+		}
+		if took := h.runCI(20, h.queueEmpty); took > ciLength+time.Minute {
+			t.Errorf("four pull requests took %s, want about one CI length (%s)", took, ciLength)
+		}
+		h.landedOnlyTested(1, 2, 3, 4)
+		if n := h.gh.CIRuns(testRepo); n != 4+4 {
+			t.Errorf("CI ran %d times, want 8 (four pull requests, each one's step in its group)", n)
+		}
+	})
+	t.Run("a group waits for its members' own checks", func(t *testing.T) {
+		h := trainHarness(t, file, fakegithub.CI{Slow: map[string]time.Duration{"feature-1": 2 * ciLength}})
+		h.gh.AllowPush(testRepo, testBase)
+		opened := h.clock.Now()
+		h.openLabeled(1, 2)
+		h.runCI(20, func() bool {
+			gs := h.groups()
+			return len(gs) > 0 && gs[len(gs)-1].State == leasedo.GroupPassed
+		})
+		if it, _ := h.entry(1); it.Status != leasedo.StatusEvaluating {
+			t.Fatalf("#1 is %s when its group passed, want evaluating (its own checks take two CI lengths)", it.Status)
+		}
+		if got := h.gh.BaseHistory(testRepo, testBase); len(got) != 1 {
+			t.Fatalf("the base moved (%v) while #1's own checks still ran", got)
+		}
+		h.runCI(20, h.queueEmpty)
+		if now := h.clock.Now().Sub(opened); now > 2*ciLength+time.Minute {
+			t.Errorf("it landed %s after #1 was opened, want just after its own checks passed (%s)", now, 2*ciLength)
+		}
+		h.landedOnlyTested(1, 2)
+	})
+	t.Run("own checks fail", func(t *testing.T) {
+		h := trainHarness(t, file, fakegithub.CI{Bad: []int{2}})
+		h.gh.AllowPush(testRepo, testBase)
+		h.openLabeled(1, 2, 3, 4)
+		h.runCI(40, h.queueEmpty)
+		h.landedOnlyTested(1, 3, 4)
+		if c := h.comments(2); len(c) != 1 || strings.Contains(c[0], "merged together") {
+			t.Errorf("#2's author read %q, want one comment on its own checks", c)
+		}
+	})
+}

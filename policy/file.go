@@ -65,6 +65,7 @@ type Branch struct {
 	Retries   *int    `yaml:"retries" json:"retries,omitempty"`
 	Landing   *string `yaml:"landing" json:"landing,omitempty"`
 	BatchWait *string `yaml:"batch_wait" json:"batch_wait,omitempty"`
+	Speculate *bool   `yaml:"speculate" json:"speculate,omitempty"`
 }
 
 // BranchFile is one entry of base_branches.

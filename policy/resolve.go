@@ -79,6 +79,9 @@ func (e Effective) branch(base string) (Branch, string) {
 	if o.BatchWait != nil {
 		b.BatchWait = o.BatchWait
 	}
+	if o.Speculate != nil {
+		b.Speculate = o.Speculate
+	}
 	if o.Landing != nil {
 		b.Landing = o.Landing
 	}
@@ -150,6 +153,9 @@ func (e Effective) For(base string) rules.Policy {
 	}
 	if b.BatchWait != nil {
 		p.Train.BatchWait, _ = ParseBatchWait(*b.BatchWait)
+	}
+	if b.Speculate != nil {
+		p.Train.Speculate = *b.Speculate
 	}
 	if mc := b.MergeCommit; mc != nil {
 		if mc.Title != nil {
@@ -265,6 +271,7 @@ func (e Effective) Values() []Value {
 		{"retries", number(c.Retries, train.Retries), from(c.Retries != nil, "default")},
 		{"landing", str(c.Landing, train.Landing), from(c.Landing != nil, "default")},
 		{"batch_wait", str(c.BatchWait, train.BatchWait.String()), from(c.BatchWait != nil, "default")},
+		{"speculate", boolean(c.Speculate, false), from(c.Speculate != nil, "default")},
 	}
 	for _, name := range sortedBranches(c.BaseBranches) {
 		b := c.BaseBranches[name]
@@ -292,6 +299,9 @@ func (e Effective) Values() []Value {
 		}
 		add("landing", b.Landing)
 		add("batch_wait", b.BatchWait)
+		if b.Speculate != nil {
+			out = append(out, Value{pre + "speculate", strconv.FormatBool(*b.Speculate), from(true, "")})
+		}
 		if b.MergeCommit != nil {
 			add("merge_commit.title", b.MergeCommit.Title)
 			add("merge_commit.message", b.MergeCommit.Message)

@@ -103,13 +103,15 @@ func batchWaitUntil(base string, items []leasedo.Item, all []leasedo.Group, pol 
 			f.Groups = append(f.Groups, g)
 		}
 	}
-	f.Ready, f.Pending = waitingEntries(base, items, f.Groups)
+	f.Ready, f.Pending = waitingEntries(base, items, f.Groups, pol.Train.Speculate)
 	return rules.BatchWaitUntil(f, pol)
 }
 
 // waitingEntries are base's entries in no group, in queue order: those
-// ready for the train, and those whose own checks still run (not held).
-func waitingEntries(base string, items []leasedo.Item, groups []leasedo.Group) (ready, pending []leasedo.Item) {
+// ready for the train (with speculate, those too whose own checks still
+// run and that would be ready were they passed: rules.Speculating), and
+// those whose own checks still run (not held).
+func waitingEntries(base string, items []leasedo.Item, groups []leasedo.Group, speculate bool) (ready, pending []leasedo.Item) {
 	inGroup := map[int]bool{}
 	for _, g := range groups {
 		for _, m := range g.PRs {
@@ -121,7 +123,8 @@ func waitingEntries(base string, items []leasedo.Item, groups []leasedo.Group) (
 			continue
 		}
 		switch {
-		case it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason:
+		case it.Status == leasedo.StatusGatePassed && it.GateReason == rules.ReadyReason,
+			speculate && rules.Speculating(it):
 			ready = append(ready, it)
 		case it.Status == leasedo.StatusEvaluating && !strings.HasPrefix(it.GateReason, rules.HeldPrefix):
 			pending = append(pending, it)

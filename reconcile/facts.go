@@ -104,10 +104,14 @@ func (s *Syncer) facts(ctx context.Context, k leasedo.Key, it leasedo.Item, head
 	if readsGitHubQueue(f) {
 		return f, s.mergeQueueFacts(ctx, k, &f) // mergequeue.go
 	}
-	if !head || f.Gate.Result != forge.GateSuccess {
+	pol := s.policyOf(k, it.BaseRef)
+	// A train that speculates judges an entry whose checks still run on
+	// the rest (rules.DecideTrainEntry): read it as if they had passed.
+	speculates := pol.InTrain() && pol.Train.Speculate && f.Gate.Result == forge.GatePending
+	if !head || (f.Gate.Result != forge.GateSuccess && !speculates) {
 		return f, nil
 	}
-	if s.policyOf(k, it.BaseRef).NeedsPR() || s.justMoved(k, it.BaseRef) {
+	if pol.NeedsPR() || s.justMoved(k, it.BaseRef) {
 		// Its labels, title or body decide or go into the merge; or
 		// mergegate just merged into its base, and GitHub refuses a merge
 		// ("Base branch was modified") until it has worked out the pull

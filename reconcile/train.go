@@ -100,7 +100,7 @@ func (s *Syncer) trainStep(ctx context.Context, l *leasedo.Lease, base string, i
 			f.Entries[it.PRNumber] = it
 		}
 	}
-	f.Ready, f.Pending = waitingEntries(base, items, f.Groups)
+	f.Ready, f.Pending = waitingEntries(base, items, f.Groups, pol.Train.Speculate)
 	if len(f.Groups) == 0 && len(f.Ready) == 0 {
 		return false, 0, nil
 	}

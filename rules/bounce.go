@@ -44,6 +44,10 @@ type Bounced struct {
 	// not test it with them: one of them, or one ahead, breaks the base
 	// with it.
 	Since []int
+	// SinceQueued: Since counts from when it was queued at its head, not
+	// from when its own checks passed (a train that speculates tests it
+	// while they run, and lands others meanwhile).
+	SinceQueued bool
 }
 
 // Because is the clause after "because": what went wrong, in the author's
@@ -74,7 +78,11 @@ func (b Bounced) Because() string {
 	case BounceTrainFailure:
 		why := fmt.Sprintf("it passed its own checks but failed merged together with %s at %s: %s", b.onto(), lifecycle.ShortSHA(b.At), detail)
 		if len(b.Since) > 0 {
-			why += fmt.Sprintf("; since its own checks passed, %s landed on %s, and it breaks the base together with one of them", numberList(b.Since, maxSince), b.Base)
+			since := "its own checks passed"
+			if b.SinceQueued {
+				since = "it was queued at this commit"
+			}
+			why += fmt.Sprintf("; since %s, %s landed on %s, and it breaks the base together with one of them", since, numberList(b.Since, maxSince), b.Base)
 			if len(b.Ahead) > 0 {
 				why += " or with those ahead of it"
 			}

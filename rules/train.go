@@ -40,6 +40,10 @@ type Train struct {
 	// built without it, and a group short of BatchSize for entries that
 	// would fill it (0: DefaultBatchWait; NoBatchWait: not at all).
 	BatchWait time.Duration
+	// Speculate: an entry joins a group while its own checks still run,
+	// once everything else would let it merge; a group lands only once
+	// its pull requests' own checks passed (docs/trains.md).
+	Speculate bool
 }
 
 // Train defaults.
@@ -81,20 +85,44 @@ func (p Policy) InTrain() bool { return p.Mode == ModeTrain }
 // gate passed: a group of the train.
 const ReadyReason = "ready for the merge train"
 
+// SpeculatingPrefix starts the reason of an entry of a train that
+// speculates (Train.Speculate) whose own checks still run while nothing
+// else keeps it from the train: it may join a group meanwhile. The rest
+// is what its checks wait for.
+const SpeculatingPrefix = "in the merge train while its own checks run: "
+
+// Speculating reports whether it may join a group while its own checks
+// still run (DecideTrainEntry said so when it was last read).
+func Speculating(it lifecycle.Item) bool {
+	return it.Status == lifecycle.StatusEvaluating && strings.HasPrefix(it.GateReason, SpeculatingPrefix)
+}
+
 // DecideTrainEntry decides for one entry of a train-mode base: the entry
 // is judged as the head of a serial queue would be (its checks, its
 // reviews, the policy's holds), every entry at once, but where a head
-// would merge it is ready to join the train instead.
+// would merge it is ready to join the train instead. With
+// Train.Speculate, an entry whose own checks still run, and which would
+// be ready were they passed, may join a group meanwhile
+// (SpeculatingPrefix): its group lands only once they passed.
 func DecideTrainEntry(f Facts, p Policy) Action {
 	f.Head = true
 	a := Decide(f, p)
-	if a.Kind == Merge || a.Kind == UpdateBranch {
+	if ready(a) {
 		// A group is built on the base's tip: a branch behind the base is
 		// brought up to date by the group itself.
 		return Action{Kind: Wait, Status: lifecycle.StatusGatePassed, Reason: ReadyReason}
 	}
+	if p.Train.Speculate && a.Kind == Wait && a.Status == lifecycle.StatusEvaluating && f.Refusal == nil {
+		passed := f
+		passed.Gate = lifecycle.Verdict{Result: lifecycle.GateSuccess}
+		if ready(Decide(passed, p)) {
+			a.Reason = SpeculatingPrefix + a.Reason
+		}
+	}
 	return a
 }
+
+func ready(a Action) bool { return a.Kind == Merge || a.Kind == UpdateBranch }
 
 // TrainFacts are what the train of one base branch is decided on.
 type TrainFacts struct {
@@ -254,8 +282,11 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			return TrainAction{Kind: TrainRebase, Reason: fmt.Sprintf("%s moved to %s outside mergegate", f.Base, lifecycle.ShortSHA(f.Tip))}
 		}
 	}
+	// A group lands only once its pull requests' own checks passed
+	// (with Train.Speculate they may still run when its own pass).
+	waitOwn, owner := ownChecksRun(f)
 	if landingAt < 0 && t.Landing == LandFastForward && !p.Frozen {
-		if j := provenThrough(f); j > 0 {
+		if j := provenThrough(f, waitOwn); j > 0 {
 			return TrainAction{Kind: TrainLand, Group: f.Groups[j], Through: f.Groups[:j:j], Landing: t.Landing,
 				Reason: fmt.Sprintf("its checks passed on the pull requests ahead of it (%s): they land with it", numbersOf(Ahead(f.Groups, f.Groups[j].ID)))}
 		}
@@ -270,7 +301,7 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 		case lifecycle.GroupLanding:
 			return TrainAction{Kind: TrainLand, Group: g, Landing: t.Landing, Reason: "landing"}
 		case lifecycle.GroupPassed:
-			if i == 0 && !p.Frozen {
+			if i == 0 && !p.Frozen && waitOwn > 0 {
 				return TrainAction{Kind: TrainLand, Group: g, Landing: t.Landing, Reason: "its checks passed"}
 			}
 		case lifecycle.GroupBuilding:
@@ -321,10 +352,26 @@ func DecideTrain(f TrainFacts, p Policy) TrainAction {
 			idle.Reason = fmt.Sprintf("waiting for %s to finish its checks: it would join the group", numbersOf([]int{f.Pending[0].PRNumber}))
 		}
 	}
-	if p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == lifecycle.GroupPassed {
+	switch {
+	case p.Frozen && len(f.Groups) > 0 && f.Groups[0].State == lifecycle.GroupPassed:
 		idle.Reason = p.FrozenReason()
+	case waitOwn < len(f.Groups) && idle.Reason == "":
+		idle.Reason = fmt.Sprintf("waiting for %s's own checks before its group lands", numbersOf([]int{owner}))
 	}
 	return idle
+}
+
+// ownChecksRun returns the first of f's groups with a pull request whose
+// own checks have not passed (len(f.Groups): none), and that pull request.
+func ownChecksRun(f TrainFacts) (int, int) {
+	for i, g := range f.Groups {
+		for _, m := range g.PRs {
+			if it, ok := f.Entries[m.Number]; ok && it.Status != lifecycle.StatusGatePassed {
+				return i, m.Number
+			}
+		}
+	}
+	return len(f.Groups), 0
 }
 
 // BatchWaitUntil is when a ready entry that waits for one ahead of it
@@ -423,10 +470,11 @@ func readySince(it lifecycle.Item) time.Time {
 
 // provenThrough returns the last group whose checks passed among the
 // groups built in a chain from the base's tip (each on the head of the one
-// ahead), or -1: that group's commit holds every group ahead of it.
-func provenThrough(f TrainFacts) int {
+// ahead), or -1: that group's commit holds every group ahead of it. Only
+// the groups before the limit'th are looked at.
+func provenThrough(f TrainFacts, limit int) int {
 	last := -1
-	for i, g := range f.Groups {
+	for i, g := range f.Groups[:limit] {
 		if g.State != lifecycle.GroupTesting && g.State != lifecycle.GroupPassed {
 			break
 		}
@@ -489,20 +537,32 @@ func failedGroup(f TrainFacts, g lifecycle.Group, why string, t Train) TrainActi
 	switch {
 	case g.Attempt < t.Retries:
 		return TrainAction{Kind: TrainRetry, Group: g, Reason: "failed (" + why + "); running it again"}
+	case len(g.PRs) == 1 && f.Entries[g.PRs[0].Number].Status != lifecycle.StatusGatePassed:
+		// Its own checks still run (Train.Speculate): if they fail, it is
+		// taken out for them; if they pass, for this.
+		return TrainAction{Kind: TrainWait, Group: g, Reason: fmt.Sprintf("%s failed merged on the pull requests ahead (%s); waiting for its own checks before it is taken out", numbersOf([]int{g.PRs[0].Number}), why)}
 	case len(g.PRs) == 1:
 		ahead := Ahead(f.Groups, g.ID)
 		return TrainAction{Kind: TrainBounce, Group: g, Culprit: g.PRs[0], Reason: why,
 			Bounced: Bounced{Kind: BounceTrainFailure, Detail: why, Base: f.Base, At: g.Parent, Ahead: ahead,
-				Since: landedSince(f, f.Entries[g.PRs[0].Number], ahead)}}
+				Since: landedSince(f, f.Entries[g.PRs[0].Number], ahead, t.Speculate), SinceQueued: t.Speculate}}
 	}
 	return TrainAction{Kind: TrainSplit, Group: g, Reason: "failed (" + why + "); testing each of its pull requests at its step to find the cause"}
 }
 
 // landedSince lists the pull requests the train landed on the base after
-// its own checks passed (after it joined, when that is unknown), those
-// ahead of it left out: they are named already.
-func landedSince(f TrainFacts, it lifecycle.Item, ahead []int) []int {
+// its own checks passed (after it joined, when that is unknown; with
+// queued, after its head joined: a train that speculates lands others
+// while its own checks run), those ahead of it left out: they are named
+// already.
+func landedSince(f TrainFacts, it lifecycle.Item, ahead []int, queued bool) []int {
 	since := readySince(it).UnixMilli()
+	if queued {
+		since = it.QueuedAt
+		if it.HeadAt > 0 {
+			since = it.HeadAt
+		}
+	}
 	var out []int
 	for _, l := range f.Landed.Recent {
 		if l.At >= since && !slices.Contains(ahead, l.Number) && l.Number != it.PRNumber {

@@ -558,6 +558,11 @@ func TestTrainBounceMessage(t *testing.T) {
 	if !strings.Contains(got, "since its own checks passed, 2 earlier pull requests, #3, #4, ") || !strings.Contains(got, "#21 and #22 landed on main") {
 		t.Errorf("BounceMessage with 22 since:\n got  %s", got)
 	}
+	// A train that speculates counts from when it was queued at its head.
+	b.Since, b.SinceQueued = []int{9}, true
+	if got = rules.BounceMessage(b, strings.Repeat("cd", 20), "automerge"); !strings.Contains(got, "; since it was queued at this commit, #9 landed on main, and it breaks") {
+		t.Errorf("BounceMessage with SinceQueued:\n got  %s", got)
+	}
 }
 
 // Groups follow the queue (batch_wait): a ready entry behind one that
@@ -693,6 +698,113 @@ func TestDecideTrainBatchWait(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("DecideTrain =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A train that speculates (Train.Speculate): an entry whose own checks
+// still run joins a group when nothing else keeps it out; its group
+// lands only once they passed; a failed piece whose own checks still run
+// waits for them before it is taken out.
+func TestDecideTrainSpeculate(t *testing.T) {
+	speculate := trainPolicy(func(p *rules.Policy) { p.Train.Speculate = true })
+	entry := rules.Facts{Entry: lifecycle.Item{Entry: lifecycle.Entry{PRNumber: 1, PRSha: sha(1), Status: lifecycle.StatusQueued}, BaseRef: "main"},
+		Gate: pending, Now: trainNow}
+	if a := rules.DecideTrainEntry(entry, trainPolicy()); a.Status != lifecycle.StatusEvaluating || a.Reason != pending.Reason {
+		t.Errorf("checks running, not speculating: %+v, want a wait for its checks", a)
+	}
+	a := rules.DecideTrainEntry(entry, speculate)
+	if a.Status != lifecycle.StatusEvaluating || a.Reason != rules.SpeculatingPrefix+pending.Reason {
+		t.Errorf("checks running, speculating: %+v, want it in the train while they run", a)
+	}
+	it := entry.Entry
+	it.Status, it.GateReason = a.Status, a.Reason
+	if !rules.Speculating(it) {
+		t.Errorf("Speculating(%+v) is false", it)
+	}
+	unapproved := entry
+	unapproved.Rules.Reviews, unapproved.Reviews = 1, &lifecycle.Reviews{}
+	if a := rules.DecideTrainEntry(unapproved, speculate); a.Reason != pending.Reason {
+		t.Errorf("checks running, approval missing: %+v, want a wait for its checks, not the train", a)
+	}
+	held := entry
+	held.Entry.ConsentSha = sha(9)
+	if a := rules.DecideTrainEntry(held, speculate); a.Kind != rules.Block {
+		t.Errorf("checks running, head not consented to: %+v, want held", a)
+	}
+
+	running := func(f rules.TrainFacts, ns ...int) rules.TrainFacts {
+		for _, n := range ns {
+			it := f.Entries[n]
+			it.Status, it.GateReason = lifecycle.StatusEvaluating, rules.SpeculatingPrefix+pending.Reason
+			f.Entries[n] = it
+		}
+		return f
+	}
+	tests := []struct {
+		name  string
+		facts rules.TrainFacts
+		want  rules.TrainAction
+	}{
+		{
+			name:  "a group that passed waits for a member's own checks",
+			facts: running(trainFacts([]lifecycle.Group{group(1, lifecycle.GroupPassed, "tip", "g1", 1, 2)}, nil), 2),
+			want:  rules.TrainAction{Kind: rules.TrainWait, Reason: "waiting for #2's own checks before its group lands"},
+		},
+		{
+			name:  "once they passed, it lands",
+			facts: trainFacts([]lifecycle.Group{group(1, lifecycle.GroupPassed, "tip", "g1", 1, 2)}, nil),
+			want:  rules.TrainAction{Kind: rules.TrainLand, Group: group(1, lifecycle.GroupPassed, "tip", "g1", 1, 2), Landing: rules.LandFastForward, Reason: "its checks passed"},
+		},
+		{
+			name: "skip intermediate results land only the groups before one whose member's own checks run",
+			facts: running(trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1), group(2, lifecycle.GroupTesting, "g1", "g2", 2),
+				group(3, lifecycle.GroupTesting, "g2", "g3", 3)}, []lifecycle.Verdict{pending, passed, passed}), 3),
+			want: rules.TrainAction{Kind: rules.TrainLand, Group: group(2, lifecycle.GroupTesting, "g1", "g2", 2),
+				Through: []lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1)}, Landing: rules.LandFastForward,
+				Reason: "its checks passed on the pull requests ahead of it (#1): they land with it"},
+		},
+		{
+			name: "a failed piece whose own checks run waits for them",
+			facts: running(trainFacts([]lifecycle.Group{{ID: 1, Base: "main", Seq: 1, State: lifecycle.GroupTesting, PRs: members(3), Parent: "tip", Head: "g1",
+				Split: true, BuiltAt: trainNow.Add(-10 * time.Minute).UnixMilli()}}, []lifecycle.Verdict{failing}), 3),
+			want: rules.TrainAction{Kind: rules.TrainWait, Group: lifecycle.Group{ID: 1, Base: "main", Seq: 1, State: lifecycle.GroupTesting, PRs: members(3), Parent: "tip", Head: "g1",
+				Split: true, BuiltAt: trainNow.Add(-10 * time.Minute).UnixMilli()},
+				Reason: `#3 failed merged on the pull requests ahead (required check "ci" failed); waiting for its own checks before it is taken out`},
+		},
+		{
+			name: "a failed group of one names what landed since it was queued at its head: others land while its own checks run",
+			facts: func() rules.TrainFacts {
+				f := trainFacts([]lifecycle.Group{group(2, lifecycle.GroupTesting, "tip", "g2", 12)}, []lifecycle.Verdict{failing})
+				it := f.Entries[12]
+				headAt, passedAt := trainNow.Add(-40*time.Minute).UnixMilli(), trainNow.Add(-30*time.Minute).UnixMilli()
+				it.HeadAt, it.GateResultAt = headAt, &passedAt
+				f.Entries[12] = it
+				f.Landed = lifecycle.Landed{Tip: "tip", Tested: "tip", Recent: []lifecycle.LandedPR{
+					{Number: 3, At: headAt - 1}, {Number: 9, At: headAt + 1}, {Number: 10, At: passedAt + 2}}}
+				return f
+			}(),
+			want: rules.TrainAction{Kind: rules.TrainBounce, Group: group(2, lifecycle.GroupTesting, "tip", "g2", 12), Culprit: member(12),
+				Reason:  failing.Reason,
+				Bounced: rules.Bounced{Kind: rules.BounceTrainFailure, Detail: failing.Reason, Base: "main", At: "tip", Since: []int{9, 10}, SinceQueued: true}},
+		},
+		{
+			name: "a member whose own checks failed is dropped, and its group built again",
+			facts: func() rules.TrainFacts {
+				f := trainFacts([]lifecycle.Group{group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2)}, []lifecycle.Verdict{pending})
+				it := f.Entries[2]
+				it.Status = lifecycle.StatusBounced
+				f.Entries[2] = it
+				return f
+			}(),
+			want: rules.TrainAction{Kind: rules.TrainDrop, Group: group(1, lifecycle.GroupTesting, "tip", "g1", 1, 2), PRs: members(2), Reason: "#2 was taken out of the queue"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := rules.DecideTrain(tt.facts, speculate); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("DecideTrain:\n got  %+v\n want %+v", got, tt.want)
 			}
 		})
 	}
