@@ -300,3 +300,68 @@ func TestLateQueueCommandDoesNotConsentALaterPush(t *testing.T) {
 		})
 	}
 }
+
+// A pull request nobody queued yet: alice, who may write, comments
+// `@mergegate queue`; ten seconds later its author pushes, and the push's
+// delivery is applied before the comment's (a retry, a redelivery). Within
+// a minute of the comment, the command still does not consent to a head
+// mergegate learnt of after it was written, moved by someone who may not
+// write: alice is told to comment again, and nothing merges. The push cost
+// no request to GitHub. The same push by a writer is consented to (a
+// consent follows a writer's push), and so is one by eve that mergegate
+// knew of before the comment.
+func TestQueueCommandDoesNotConsentAPushWhoseDeliveryCameFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name, pusher string
+		before       time.Duration // the push, after the comment (negative: before it)
+		consented    bool
+	}{
+		{"pushed after the comment by its author, who may not write", "eve", 10 * time.Second, false},
+		{"pushed after the comment by a writer", "bob", 10 * time.Second, true},
+		{"pushed a minute before the comment by its author", "eve", -time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.gh.SetRole(testRepo, "alice", "write")
+			h.gh.SetRole(testRepo, "bob", "write")
+			shaA, shaB := strings.Repeat("a", 40), strings.Repeat("b", 40)
+			h.gh.AddPR(testRepo, fakegithub.PR{Number: 1, HeadSHA: shaA, BaseRef: testBase, Author: "eve", Fork: true})
+			h.settle()
+			wrote := h.clock.Now()
+			if tc.before < 0 {
+				wrote = wrote.Add(-tc.before)
+			}
+			h.clock.Set(wrote.Add(tc.before))
+			calls := len(h.gh.Calls())
+			h.gh.SetHead(testRepo, 1, shaB)
+			h.mustSend("pull_request", withSender(t, h.prPayload("synchronize", 1, shaB), tc.pusher))
+			h.settle()
+			if got := h.gh.Calls()[calls:]; len(got) != 0 {
+				t.Errorf("a push to a pull request not queued made %d requests to GitHub: %+v", len(got), got)
+			}
+			h.pass(shaB)
+			h.clock.Set(wrote.Add(30 * time.Second))
+			h.commentCommandAt(1, "alice", "@mergegate queue", wrote)
+			h.settle()
+			var told []string
+			for _, c := range h.gh.Comments() {
+				if c.PRNumber == 1 && strings.Contains(c.Body, "cannot tell that it was pushed before you wrote this comment") {
+					told = append(told, c.Body)
+				}
+			}
+			if tc.consented {
+				if len(told) != 0 {
+					t.Fatalf("alice was told %q", told)
+				}
+				h.eventually("#1 merged at the new head", func() bool { return len(h.merges()) == 1 && h.merges()[0].SHA == shaB })
+				return
+			}
+			if len(h.merges()) != 0 || len(h.liveQueue()) != 0 {
+				t.Fatalf("queued %+v, merged %+v: a push after the comment was consented to", h.liveQueue(), h.merges())
+			}
+			if len(told) != 1 || !strings.Contains(told[0], "@alice") || !strings.Contains(told[0], "bbbbbbb") {
+				t.Fatalf("alice was told %q, want one sentence naming the head", told)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // StoredPolicy is a repository's policy file as last read (repo_policy).
@@ -237,6 +238,53 @@ func (s *Store) CommandDone(ctx context.Context, l *Lease, c Command, outcome st
 		}
 		return insertAudit(ctx, tx, l.Key, now, AuditCommand, c.PRNumber, "", outcome)
 	})
+}
+
+// HeadSeen is what mergegate keeps of a head of a pull request not in the
+// queue that a delivery told of (a push, a reopening, a base change).
+type HeadSeen struct {
+	By string // who moved it: the delivery's sender
+	At int64  // when mergegate learnt of it (epoch ms): its command was stored
+}
+
+// HeadSeenKept is how long a HeadSeen is kept: longer than a command may
+// take to consent to a head it did not know before (rules.QueueLag).
+const HeadSeenKept = 10 * time.Minute
+
+// SeeHead carries out c, the head move of a pull request not in the
+// queue to sha: keeps sha's HeadSeen (by c's author, at c's time) and
+// deletes c, in one transaction, with k's HeadSeens older than
+// HeadSeenKept.
+func (s *Store) SeeHead(ctx context.Context, l *Lease, c Command, sha string) error {
+	k := l.Key
+	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM commands WHERE id = ? AND tenant = ? AND repo = ?`, c.ID, k.Tenant, k.Repo); err != nil {
+			return fmt.Errorf("%s: command done: %w", k, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM head_seen WHERE tenant = ? AND repo = ? AND seen_at < ?`,
+			k.Tenant, k.Repo, now-HeadSeenKept.Milliseconds()); err != nil {
+			return fmt.Errorf("%s: prune heads seen: %w", k, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO head_seen (tenant, repo, pr_number, sha, moved_by, seen_at) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (tenant, repo, pr_number, sha) DO UPDATE SET moved_by = excluded.moved_by, seen_at = excluded.seen_at`,
+			k.Tenant, k.Repo, c.PRNumber, sha, c.Author, c.CreatedAt); err != nil {
+			return fmt.Errorf("%s: head seen of #%d: %w", k, c.PRNumber, err)
+		}
+		return nil
+	})
+}
+
+// HeadSeenOf returns what is kept of pr's head sha (ok false: nothing).
+func (s *Store) HeadSeenOf(ctx context.Context, k Key, pr int, sha string) (h HeadSeen, ok bool, err error) {
+	err = s.db.r.QueryRowContext(ctx, `SELECT moved_by, seen_at FROM head_seen WHERE tenant = ? AND repo = ? AND pr_number = ? AND sha = ?`,
+		k.Tenant, k.Repo, pr, sha).Scan(&h.By, &h.At)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return h, false, nil
+	case err != nil:
+		return h, false, fmt.Errorf("%s: head seen of #%d: %w", k, pr, err)
+	}
+	return h, true, nil
 }
 
 // AuditCommand records a comment command carried out or refused.

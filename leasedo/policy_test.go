@@ -3,6 +3,7 @@ package leasedo
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 func TestPolicyStoredAndStale(t *testing.T) {
@@ -137,6 +138,57 @@ func TestPriorityOrders(t *testing.T) {
 		}
 		if got := order(); got[0] != 1 {
 			t.Fatalf("order = %v, want 1 first", got)
+		}
+	})
+}
+
+// A head move of a pull request not queued is kept, with who moved it and
+// when it was stored, while its command is deleted; a later move to the
+// same head replaces it, and rows older than HeadSeenKept go as new ones
+// come.
+func TestSeeHead(t *testing.T) {
+	onBackends(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, clk := newStore(t)
+		move := func(pr int, sha, by string) {
+			t.Helper()
+			mustProcess(t, s, Event{EventType: "pull_request", Tenant: key.Tenant, Repo: key.Repo, Action: "synchronize", Op: OpCommand, PRNumber: pr,
+				Details: &Details{Command: "head", Arg: "push x " + sha, By: by, Sha: sha}})
+			cmds, err := s.Commands(ctx, key)
+			if err != nil || len(cmds) != 1 {
+				t.Fatalf("commands = %+v %v", cmds, err)
+			}
+			l, err := s.Acquire(ctx, key, "worker")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Release(ctx, l) //nolint:errcheck
+			if err := s.SeeHead(ctx, l, cmds[0], sha); err != nil {
+				t.Fatal(err)
+			}
+		}
+		move(1, "b1", "eve")
+		if cmds, err := s.Commands(ctx, key); err != nil || len(cmds) != 0 {
+			t.Fatalf("commands after SeeHead = %+v %v", cmds, err)
+		}
+		if h, ok, err := s.HeadSeenOf(ctx, key, 1, "b1"); err != nil || !ok || h.By != "eve" || h.At != t0.UnixMilli() {
+			t.Fatalf("HeadSeenOf(1, b1) = %+v %v %v, want eve at t0", h, ok, err)
+		}
+		if _, ok, err := s.HeadSeenOf(ctx, key, 2, "b1"); ok || err != nil {
+			t.Fatalf("HeadSeenOf(2, b1) = %v %v, want nothing", ok, err)
+		}
+		clk.Advance(time.Minute)
+		move(1, "b1", "alice")
+		if h, _, _ := s.HeadSeenOf(ctx, key, 1, "b1"); h.By != "alice" || h.At != t0.Add(time.Minute).UnixMilli() {
+			t.Fatalf("moved to b1 again: %+v, want alice's, a minute later", h)
+		}
+		clk.Advance(HeadSeenKept + time.Second)
+		move(2, "c2", "eve")
+		if _, ok, _ := s.HeadSeenOf(ctx, key, 1, "b1"); ok {
+			t.Error("a head seen more than HeadSeenKept ago is still kept")
+		}
+		if _, ok, _ := s.HeadSeenOf(ctx, key, 2, "c2"); !ok {
+			t.Error("the new head is not kept")
 		}
 	})
 }

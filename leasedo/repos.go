@@ -64,6 +64,7 @@ func forget(ctx context.Context, tx *wtx, now int64, keys []Key) error {
 			`DELETE FROM repo_policy WHERE tenant = ? AND repo = ?`,
 			`DELETE FROM freezes WHERE tenant = ? AND repo = ?`,
 			`DELETE FROM commands WHERE tenant = ? AND repo = ?`,
+			`DELETE FROM head_seen WHERE tenant = ? AND repo = ?`,
 			`DELETE FROM train_groups WHERE tenant = ? AND repo = ?`,
 			`DELETE FROM train_landed WHERE tenant = ? AND repo = ?`,
 		} {

@@ -145,7 +145,11 @@ func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Com
 		if c.CreatedAt > 0 {
 			made = time.UnixMilli(c.CreatedAt)
 		}
-		if !rules.QueueConsents(entry, pr.HeadSHA, made, s.clock.Now()) {
+		seen, err := s.headSeen(ctx, k, entry, c, pr.HeadSHA, made)
+		if err != nil {
+			return err
+		}
+		if !rules.QueueConsents(entry, pr.HeadSHA, seen, made, s.clock.Now()) {
 			return s.refuse(ctx, l, c, fmt.Sprintf("@%s: this pull request's head is now %s, and mergegate cannot tell that it was pushed before you wrote this comment: "+
 				"if you have seen that commit, comment `@mergegate queue` again to queue it.", c.Author, forge.ShortSHA(pr.HeadSHA)),
 				"refused: the head "+forge.ShortSHA(pr.HeadSHA)+" may have been pushed after @"+c.Author+"'s comment")
@@ -207,7 +211,7 @@ func (s *Syncer) runCommand(ctx context.Context, l *leasedo.Lease, c leasedo.Com
 // only when they may write, or are mergegate itself (a branch it
 // updated); anyone else's move leaves the pull request held until a writer
 // consents again (rules.ConsentAfter). A pull request not queued costs
-// no read.
+// no read: its head is kept a while (Store.SeeHead).
 func (s *Syncer) headMoved(ctx context.Context, l *leasedo.Lease, c leasedo.Command) error {
 	k := l.Key
 	kind, before, after, ok := webhook.ParseHeadMove(c.Arg)
@@ -219,7 +223,10 @@ func (s *Syncer) headMoved(ctx context.Context, l *leasedo.Lease, c leasedo.Comm
 		return err
 	}
 	if e == nil {
-		return s.store.CommandDone(ctx, l, c, "") // not queued: nothing to say
+		// Not queued: kept a while, unread, for a writer's
+		// `@mergegate queue` written before it and carried out after
+		// (headSeen).
+		return s.store.SeeHead(ctx, l, c, after)
 	}
 	it := *e
 	m := rules.HeadMove{Kind: kind, Before: before, After: after, By: c.Author}
@@ -253,6 +260,37 @@ func (s *Syncer) headMoved(ctx context.Context, l *leasedo.Lease, c leasedo.Comm
 			Msg("moved by someone who may not write to the repository: it waits for a writer's @mergegate queue or label before it merges or joins a merge train group")
 	}
 	return s.store.CommandDone(ctx, l, c, outcome)
+}
+
+// headSeen is what rules.QueueConsents needs of head, the head of a pull
+// request not queued (entry nil) when c, a writer's command written at
+// made, is carried out: when mergegate learnt of it, and, only when that
+// was after the comment and someone else moved it, whether they may write
+// (one read, cached). nil: nothing is kept of it.
+func (s *Syncer) headSeen(ctx context.Context, k leasedo.Key, entry *leasedo.Item, c leasedo.Command, head string, made time.Time) (*rules.Seen, error) {
+	if entry != nil || made.IsZero() {
+		return nil, nil
+	}
+	h, ok, err := s.store.HeadSeenOf(ctx, k, c.PRNumber, head)
+	if err != nil || !ok {
+		return nil, err
+	}
+	seen := &rules.Seen{At: time.UnixMilli(h.At), Trusted: h.By == c.Author}
+	if seen.Trusted || rules.KnownBefore(seen.At, made) {
+		return seen, nil
+	}
+	own, err := s.isApp(ctx, h.By)
+	if err != nil && (forge.IsRetryable(err) || ctx.Err() != nil) {
+		return nil, err
+	}
+	if seen.Trusted = own; !own {
+		perm, err := s.permission(ctx, k, h.By)
+		if err != nil {
+			return nil, err
+		}
+		seen.Trusted = perm.CanWrite()
+	}
+	return seen, nil
 }
 
 // refuse replies to a refused command and records it: one reply per

@@ -107,30 +107,50 @@ const (
 	ClockSkew = 5 * time.Second
 )
 
+// Seen is what mergegate keeps of a head of a pull request not in the
+// queue that a delivery told of (leasedo.HeadSeen): when it learnt of it,
+// and whether whoever moved it may write (or is the command's own writer,
+// or mergegate itself: their moves carry a consent along, ConsentAfter).
+type Seen struct {
+	At      time.Time
+	Trusted bool
+}
+
 // QueueConsents reports whether a writer's `@mergegate queue`, written at
 // made (GitHub's time; zero: not known), consents to head, the pull
 // request's head when the command is carried out at now; e is its entry,
-// nil when it is not queued. The command reads the head when it is carried
+// nil when it is not queued, and seen what mergegate kept of head when it
+// is not (nil: nothing). The command reads the head when it is carried
 // out, and a comment's delivery can come after a push that followed it (a
 // retry, a redelivery after an outage): its consent is for a head the
 // writer could have seen.
 //
 //   - A head the entry's consent already covers: nothing to give.
-//   - A head mergegate knew (the entry's, since HeadAt) before the comment
-//     was written: consented, however late the command is carried out.
-//   - A head mergegate learnt of after the comment: not consented.
-//   - A head mergegate does not know (not queued, or its push's delivery
-//     not come): consented when the command is carried out within QueueLag
-//     of the comment (a later push by someone who may not write then
-//     withdraws it, ConsentAfter); not later.
-func QueueConsents(e *lifecycle.Item, head string, made, now time.Time) bool {
+//   - A head mergegate knew (the entry's, since HeadAt; one not queued,
+//     since seen.At) before the comment was written: consented, however
+//     late the command is carried out.
+//   - A head mergegate learnt of after the comment: not consented, unless
+//     (not queued) it was moved by someone trusted (seen.Trusted), whose
+//     move a consent follows.
+//   - A head mergegate does not know (not queued and not seen, or its
+//     push's delivery not come): consented when the command is carried
+//     out within QueueLag of the comment (a later push by someone who may
+//     not write then withdraws it, ConsentAfter); not later.
+func QueueConsents(e *lifecycle.Item, head string, seen *Seen, made, now time.Time) bool {
 	switch {
 	case made.IsZero():
 		return true // a command stored by an earlier mergegate
 	case e != nil && e.PRSha == head && (e.ConsentSha == head || e.ConsentSha == ""):
 		return true
 	case e != nil && e.PRSha == head && e.HeadAt > 0:
-		return !time.UnixMilli(e.HeadAt).Add(ClockSkew).After(made)
+		return KnownBefore(time.UnixMilli(e.HeadAt), made)
+	case e == nil && seen != nil:
+		return KnownBefore(seen.At, made) || seen.Trusted
 	}
 	return now.Sub(made) <= QueueLag
 }
+
+// KnownBefore reports whether a head mergegate learnt of at was known
+// before a comment written at made (ClockSkew apart at least): its writer
+// could have seen it.
+func KnownBefore(at, made time.Time) bool { return !at.Add(ClockSkew).After(made) }

@@ -130,28 +130,34 @@ func TestQueueConsents(t *testing.T) {
 		it.HeadAt = at.UnixMilli()
 		return &it
 	}
+	seen := func(at time.Time, trusted bool) *rules.Seen { return &rules.Seen{At: at, Trusted: trusted} }
 	for _, c := range []struct {
 		name string
 		e    *lifecycle.Item
 		head string
+		seen *rules.Seen
 		made time.Time
 		now  time.Time
 		want bool
 	}{
-		{"not queued, carried out at once", nil, newSHA, wrote, wrote.Add(time.Second), true},
-		{"not queued, carried out QueueLag later", nil, newSHA, wrote, wrote.Add(rules.QueueLag), true},
-		{"not queued, carried out later than QueueLag: a push since cannot be told", nil, newSHA, wrote, wrote.Add(rules.QueueLag + time.Second), false},
-		{"a head known a minute before the comment, carried out hours later", known(newSHA, wrote.Add(-time.Minute), oldSHA), newSHA, wrote, wrote.Add(3 * time.Hour), true},
-		{"a head learnt of after the comment: pushed after it, maybe", known(newSHA, wrote.Add(time.Minute), oldSHA), newSHA, wrote, wrote.Add(2 * time.Minute), false},
-		{"a head learnt of within ClockSkew before the comment", known(newSHA, wrote.Add(-rules.ClockSkew/2), oldSHA), newSHA, wrote, wrote.Add(time.Second), false},
-		{"a head learnt of ClockSkew before the comment", known(newSHA, wrote.Add(-rules.ClockSkew), oldSHA), newSHA, wrote, wrote.Add(time.Second), true},
-		{"a head the consent covers already: nothing to give", known(newSHA, wrote.Add(time.Minute), newSHA), newSHA, wrote, wrote.Add(time.Hour), true},
-		{"a head the entry does not know yet, at once (its push's delivery withdraws it)", known(oldSHA, wrote.Add(-time.Hour), oldSHA), newSHA, wrote, wrote.Add(time.Second), true},
-		{"a head the entry does not know yet, late", known(oldSHA, wrote.Add(-time.Hour), oldSHA), newSHA, wrote, wrote.Add(time.Hour), false},
-		{"no time kept (an earlier mergegate's command)", known(newSHA, wrote, oldSHA), newSHA, time.Time{}, wrote.Add(time.Hour), true},
+		{"not queued, carried out at once", nil, newSHA, nil, wrote, wrote.Add(time.Second), true},
+		{"not queued, a head seen before the comment, carried out hours later", nil, newSHA, seen(wrote.Add(-time.Minute), false), wrote, wrote.Add(3 * time.Hour), true},
+		{"not queued, a head seen after the comment, moved by someone who may not write: pushed after it, maybe", nil, newSHA, seen(wrote.Add(10*time.Second), false), wrote, wrote.Add(20 * time.Second), false},
+		{"not queued, a head seen within ClockSkew before the comment, moved by someone who may not write", nil, newSHA, seen(wrote.Add(-rules.ClockSkew/2), false), wrote, wrote.Add(time.Second), false},
+		{"not queued, a head seen after the comment, moved by a writer", nil, newSHA, seen(wrote.Add(10*time.Second), true), wrote, wrote.Add(20 * time.Second), true},
+		{"not queued, carried out QueueLag later", nil, newSHA, nil, wrote, wrote.Add(rules.QueueLag), true},
+		{"not queued, carried out later than QueueLag: a push since cannot be told", nil, newSHA, nil, wrote, wrote.Add(rules.QueueLag + time.Second), false},
+		{"a head known a minute before the comment, carried out hours later", known(newSHA, wrote.Add(-time.Minute), oldSHA), newSHA, nil, wrote, wrote.Add(3 * time.Hour), true},
+		{"a head learnt of after the comment: pushed after it, maybe", known(newSHA, wrote.Add(time.Minute), oldSHA), newSHA, nil, wrote, wrote.Add(2 * time.Minute), false},
+		{"a head learnt of within ClockSkew before the comment", known(newSHA, wrote.Add(-rules.ClockSkew/2), oldSHA), newSHA, nil, wrote, wrote.Add(time.Second), false},
+		{"a head learnt of ClockSkew before the comment", known(newSHA, wrote.Add(-rules.ClockSkew), oldSHA), newSHA, nil, wrote, wrote.Add(time.Second), true},
+		{"a head the consent covers already: nothing to give", known(newSHA, wrote.Add(time.Minute), newSHA), newSHA, nil, wrote, wrote.Add(time.Hour), true},
+		{"a head the entry does not know yet, at once (its push's delivery withdraws it)", known(oldSHA, wrote.Add(-time.Hour), oldSHA), newSHA, nil, wrote, wrote.Add(time.Second), true},
+		{"a head the entry does not know yet, late", known(oldSHA, wrote.Add(-time.Hour), oldSHA), newSHA, nil, wrote, wrote.Add(time.Hour), false},
+		{"no time kept (an earlier mergegate's command)", known(newSHA, wrote, oldSHA), newSHA, nil, time.Time{}, wrote.Add(time.Hour), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := rules.QueueConsents(c.e, c.head, c.made, c.now); got != c.want {
+			if got := rules.QueueConsents(c.e, c.head, c.seen, c.made, c.now); got != c.want {
 				t.Errorf("QueueConsents = %v, want %v", got, c.want)
 			}
 		})

@@ -171,6 +171,13 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 	switch p.Action {
 	case "opened", "reopened", "ready_for_review", "labeled", "auto_merge_enabled":
 		if notEligible != "" {
+			if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), broughtBack(p.Action), leasedo.NoConsent, pr.Head.Sha); ok && broughtBack(p.Action) != "" && pr.State == "open" {
+				// Not queued: who brought it back on this head is kept a
+				// while all the same, for a writer's @mergegate queue
+				// (rules.QueueConsents).
+				t.Events = []leasedo.Event{ev}
+				return t, nil
+			}
 			t.Ignored = "not eligible: " + notEligible
 			return t, nil
 		}
@@ -184,15 +191,11 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 			// A writer's consent (GitHub lets only writers enable
 			// auto-merge), for this head, even when already queued.
 			tr.Events[0].Details.Consent = leasedo.ConsentGiven
-		case p.Action == "reopened" || p.Action == "ready_for_review":
+		case broughtBack(p.Action) != "":
 			// Back on whatever head it has now: the label was given on an
 			// earlier one. Consent only once the sync knows who did it.
 			tr.Events[0].Details.Consent = leasedo.ConsentPending
-			kind := rules.MoveOpen
-			if p.Action == "ready_for_review" {
-				kind = rules.MoveReady
-			}
-			if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), kind, leasedo.NoConsent, pr.Head.Sha); ok {
+			if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), broughtBack(p.Action), leasedo.NoConsent, pr.Head.Sha); ok {
 				tr.Events = append(tr.Events, ev)
 			}
 		}
@@ -219,9 +222,11 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 		return one("no longer eligible: " + notEligible)
 	case "synchronize":
 		tr, err := one("new head")
-		// Who pushed, for the consent of a queued pull request (one that
-		// is not eligible is not queued, or leaves: nothing to check).
-		if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), rules.MovePush, p.Before, pr.Head.Sha); ok && err == nil && notEligible == "" {
+		// Who pushed: for the consent of a queued pull request, and, of
+		// one not queued (eligible or not), kept a while for a writer's
+		// `@mergegate queue` written before the push and carried out
+		// after it (rules.QueueConsents).
+		if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), rules.MovePush, p.Before, pr.Head.Sha); ok && err == nil {
 			tr.Events = append(tr.Events, ev)
 		}
 		return tr, err
@@ -237,13 +242,25 @@ func translatePullRequest(d leasedo.Delivery, opt rules.Options) (Translation, e
 			return t, nil
 		}
 		tr, err := one("base branch changed")
-		if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), rules.MoveBase, pr.Head.Sha, pr.Head.Sha); ok && err == nil && notEligible == "" {
+		if ev, ok := headMove(d, pr.Number, pr.Base.Ref, p.senderLogin(), rules.MoveBase, pr.Head.Sha, pr.Head.Sha); ok && err == nil {
 			tr.Events = append(tr.Events, ev)
 		}
 		return tr, err
 	}
 	t.Ignored = fmt.Sprintf("pull_request action %s is not acted on", quoted(p.Action))
 	return t, nil
+}
+
+// broughtBack is the kind of head move of a pull_request action that
+// brings a pull request back on whatever head it has ("" for others).
+func broughtBack(action string) string {
+	switch action {
+	case "reopened":
+		return rules.MoveOpen
+	case "ready_for_review":
+		return rules.MoveReady
+	}
+	return ""
 }
 
 // HeadMoveCommand is the command of the event that has the sync check who
