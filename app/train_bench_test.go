@@ -220,25 +220,28 @@ func TestTrainDrainJittered(t *testing.T) {
 	t.Parallel()
 	for _, seed := range drainSeeds[:3] {
 		serial := drainSeeded(t, "serial, strict base", "mode: serial\n", true, seed)
-		defaults := drainSeeded(t, "train, the defaults (batch_size 4, parallel 4)", drainTrainDefaults, false, seed)
-		t.Logf("seed %d: train/serial %.2f\n%s", seed, defaults.ciLengths/serial.ciLengths, drainTable(serial, defaults))
-		if defaults.culprit != defaults.later {
-			t.Errorf("seed %d: #%d of the pair was taken out, want #%d, the later in the queue", seed, defaults.culprit, defaults.later)
-		}
-		if defaults.ciLengths > serial.ciLengths/4 {
-			t.Errorf("seed %d: the default train took %.2f CI lengths, serial strict %.2f: want at most a quarter", seed, defaults.ciLengths, serial.ciLengths)
-		}
-		defaults.costsNoMoreThan(t, serial)
-		// Speculating, pull requests whose own checks fail cost the
-		// groups behind them a rebuild: not held to serial's cost per
-		// seed (docs/trains.md gives the median and the worst).
-		fast := drainSeeded(t, "train, speculate (batch_size 4, parallel 5)", drainTrainSpeculate, false, seed)
-		t.Logf("seed %d: speculating train/serial %.2f\n%s", seed, fast.ciLengths/serial.ciLengths, drainTable(serial, fast))
-		if fast.culprit != fast.later {
-			t.Errorf("seed %d, speculating: #%d of the pair was taken out, want #%d, the later in the queue", seed, fast.culprit, fast.later)
-		}
-		if fast.ciLengths > serial.ciLengths/4 {
-			t.Errorf("seed %d: the speculating train took %.2f CI lengths, serial strict %.2f: want at most a quarter", seed, fast.ciLengths, serial.ciLengths)
+		for _, train := range []struct {
+			mode, file string
+			// costs: held to serial strict's cost per merged pull request
+			// on every seed. Speculating, pull requests whose own checks
+			// fail cost the groups behind them a rebuild (docs/trains.md
+			// gives the median and the worst).
+			costs bool
+		}{
+			{"train, the defaults (batch_size 4, parallel 4)", drainTrainDefaults, true},
+			{"train, speculate (batch_size 4, parallel 5)", drainTrainSpeculate, false},
+		} {
+			r := drainSeeded(t, train.mode, train.file, false, seed)
+			t.Logf("seed %d: %s/serial %.2f\n%s", seed, train.mode, r.ciLengths/serial.ciLengths, drainTable(serial, r))
+			if r.culprit != r.later {
+				t.Errorf("seed %d, %s: #%d of the pair was taken out, want #%d, the later in the queue", seed, train.mode, r.culprit, r.later)
+			}
+			if r.ciLengths > serial.ciLengths/4 {
+				t.Errorf("seed %d: %s took %.2f CI lengths, serial strict %.2f: want at most a quarter", seed, train.mode, r.ciLengths, serial.ciLengths)
+			}
+			if train.costs {
+				r.costsNoMoreThan(t, serial)
+			}
 		}
 	}
 }
