@@ -438,8 +438,17 @@ func (s *Store) RetryFailed(ctx context.Context, k Key) (int64, error) {
 // pruneBatchSQL picks the next processed deliveries to prune.
 const pruneBatchSQL = `SELECT seq FROM deliveries WHERE state = 'done' AND processed_at < ? ORDER BY seq LIMIT 1000`
 
-// Prune deletes processed deliveries older than before, in short batches.
+// Prune deletes processed deliveries older than before, in short batches,
+// and the heads seen more than HeadSeenKept ago (SeeHead deletes a
+// repository's as new ones come; these are of repositories with no push
+// since).
 func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
+	if err := s.db.write(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM head_seen WHERE seen_at < ?`, s.clock.Now().Add(-HeadSeenKept).UnixMilli())
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("prune heads seen: %w", err)
+	}
 	var total int64
 	for {
 		var n int64

@@ -190,5 +190,13 @@ func TestSeeHead(t *testing.T) {
 		if _, ok, _ := s.HeadSeenOf(ctx, key, 2, "c2"); !ok {
 			t.Error("the new head is not kept")
 		}
+		// A repository with no push since: its heads go with the prune.
+		clk.Advance(HeadSeenKept + time.Second)
+		if _, err := s.Prune(ctx, t0); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.HeadSeenOf(ctx, key, 2, "c2"); ok {
+			t.Error("a head seen more than HeadSeenKept ago outlived the prune")
+		}
 	})
 }
