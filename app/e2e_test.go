@@ -239,6 +239,42 @@ func TestBehindBaseUpdatedOnceThenMerged(t *testing.T) {
 	h.mergesUpdatedHead(6)
 }
 
+// GitHub updates a branch in the background after update-branch's 202:
+// for a while the pull request reads as it was, its old head still
+// behind the base. mergegate asks once, waits through the events and the
+// cron's pass of that while (the check run does not change), and merges
+// the updated head after its checks.
+func TestBehindBaseUpdatedAfterTheAnswer(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetRequired(testRepo, testBase, []string{"ci/build"}, true)
+	h.gh.SetBranchUpdateDelay(30 * time.Second)
+	h.label(6, shaA)
+	h.gh.SetBehind(testRepo, 6, true)
+	h.pass(shaA)
+	h.eventually("the ask to update", func() bool { return h.gh.CallCount(fakegithub.RouteUpdateBranch) == 1 })
+	h.settle()
+	title := h.lastTitle(shaA)
+	h.clock.Advance(10 * time.Second)
+	h.checkSuite(shaA)
+	h.settle()
+	h.cronPass()
+	if n, ups := h.gh.CallCount(fakegithub.RouteUpdateBranch), h.gh.BranchUpdates(); n != 1 || len(ups) != 0 {
+		t.Fatalf("while GitHub works: update-branch calls = %d, updates %+v; want one ask and no update yet", n, ups)
+	}
+	if q := h.queue(); len(q) != 1 || q[0].GateReason != rules.UpdatingPrefix+testBase || len(h.merges()) != 0 {
+		t.Fatalf("while GitHub works: queue %+v, merges %+v; want #6 waiting for its update", q, h.merges())
+	}
+	if got := h.lastTitle(shaA); got != title {
+		t.Errorf("the check run went from %q to %q while the update was made", title, got)
+	}
+	h.clock.Advance(20 * time.Second)
+	h.gh.CompleteDueChecks()
+	if ups := h.gh.BranchUpdates(); len(ups) != 1 || ups[0].FromSHA != shaA {
+		t.Fatalf("updates after 30 s = %+v, want shaA's", ups)
+	}
+	h.mergesUpdatedHead(6)
+}
+
 // mergesUpdatedHead: GitHub's first branch update of pr is pushed (its
 // synchronize delivered) and passes its checks; it is what merges.
 func (h *harness) mergesUpdatedHead(pr int) {

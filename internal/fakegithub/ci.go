@@ -300,6 +300,7 @@ func (s *Server) settleCI() {
 func (s *Server) CompleteDueChecks() int {
 	s.mu.Lock()
 	s.settleCI()
+	s.settleUpdates()
 	type delivery struct {
 		event   string
 		payload []byte
@@ -349,6 +350,11 @@ func (s *Server) NextCIDue() (time.Time, bool) {
 	for _, r := range s.ciPending {
 		if !r.waiting && (next.IsZero() || r.due.Before(next)) {
 			next = r.due
+		}
+	}
+	for _, u := range s.updatesDue {
+		if next.IsZero() || u.due.Before(next) {
+			next = u.due
 		}
 	}
 	return next, !next.IsZero()

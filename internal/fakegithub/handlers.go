@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -297,6 +298,56 @@ func (s *Server) branchUpdate(rp *repo, pr *PR, expectedHeadSHA, kind string) (i
 	case !pr.Behind:
 		return http.StatusUnprocessableEntity, MsgNoNewCommits
 	}
+	if s.updateDelay > 0 {
+		s.updatesDue = append(s.updatesDue, dueUpdate{rp: rp, pr: pr.Number, from: pr.HeadSHA, kind: kind, due: s.clock().Add(s.updateDelay)})
+		return 0, ""
+	}
+	s.updateNow(rp, pr, kind)
+	return 0, ""
+}
+
+// dueUpdate is a branch update GitHub accepted (202) and has not made yet
+// (SetBranchUpdateDelay).
+type dueUpdate struct {
+	rp         *repo
+	pr         int
+	from, kind string
+	due        time.Time
+}
+
+// SetBranchUpdateDelay makes update-branch (REST, and GraphQL's
+// updatePullRequestBranch) do its work d after accepting it, on the
+// fake's clock, as GitHub does it in the background after its 202: until
+// then the pull request reads as it was, its old head still behind the
+// base. An update whose pull request was closed, or whose head moved,
+// meanwhile does nothing. Each request settles what is due, and so does
+// CompleteDueChecks; NextCIDue counts them. 0 (the default): at once.
+func (s *Server) SetBranchUpdateDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.updateDelay = d
+}
+
+// settleUpdates makes the branch updates that are due. Called with s.mu
+// held.
+func (s *Server) settleUpdates() {
+	now := s.clock()
+	keep := s.updatesDue[:0]
+	for _, u := range s.updatesDue {
+		if now.Before(u.due) {
+			keep = append(keep, u)
+			continue
+		}
+		if pr := u.rp.prs[u.pr]; pr != nil && pr.State == "open" && pr.HeadSHA == u.from && pr.Behind {
+			s.updateNow(u.rp, pr, u.kind)
+		}
+	}
+	s.updatesDue = keep
+}
+
+// updateNow gives pr the head its branch update makes. Called with s.mu
+// held.
+func (s *Server) updateNow(rp *repo, pr *PR, kind string) {
 	method := "merge"
 	if kind == "rebase" {
 		method = "rebase"
@@ -308,7 +359,6 @@ func (s *Server) branchUpdate(rp *repo, pr *PR, expectedHeadSHA, kind string) (i
 	pr.unknownReads = s.unknownReads
 	s.commitBranchUpdate(rp, pr, from, kind)
 	s.rec.updates = append(s.rec.updates, BranchUpdate{Repo: rp.fullName, PRNumber: pr.Number, FromSHA: from, ToSHA: pr.HeadSHA, Method: method})
-	return 0, ""
 }
 
 func (s *Server) getProtection(w http.ResponseWriter, r *http.Request) {

@@ -97,6 +97,8 @@ type Server struct {
 	manifest      manifestState // the App manifest flow (manifest.go)
 	hooks         deliveryState // the App's webhook deliveries (deliveries.go)
 	ciPending     []*ciRun      // simulated check runs in progress (ci.go)
+	updateDelay   time.Duration // SetBranchUpdateDelay
+	updatesDue    []dueUpdate   // branch updates accepted and not made yet (handlers.go)
 	sec           secondaryState
 }
 
@@ -385,6 +387,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.settleCI() // simulated check runs that are due read as completed
+	s.settleUpdates()
 	rec := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
 	s.mux.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tenant)))
 

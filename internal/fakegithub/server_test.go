@@ -384,6 +384,50 @@ func TestMergeAndUpdateBranchSemantics(t *testing.T) {
 	}
 }
 
+// SetBranchUpdateDelay: update-branch answers 202 and does its work
+// later, as GitHub does; until then the pull request reads as it was. An
+// update whose head moved meanwhile does nothing.
+func TestBranchUpdateAfterTheAnswer(t *testing.T) {
+	s := fakegithub.New(t)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s.SetClock(func() time.Time { return now })
+	s.AddRepo(tenant, "o/r", "main")
+	s.SetRequired("o/r", "main", []string{"ci"}, true)
+	s.AddPR("o/r", fakegithub.PR{Number: 2, HeadSHA: "b"})
+	s.AddPR("o/r", fakegithub.PR{Number: 3, HeadSHA: "c"})
+	s.SetBehind("o/r", 2, true)
+	s.SetBehind("o/r", 3, true)
+	s.SetBranchUpdateDelay(30 * time.Second)
+	c := newClient(t, s)
+	for _, n := range []string{"2", "3"} {
+		if st, _, v := c.do("PUT", "repos/o/r/pulls/"+n+"/update-branch", "token "+c.token, map[string]string{}, nil); st != 202 {
+			t.Fatalf("update-branch of #%s: %d %v", n, st, v)
+		}
+	}
+	head := func(n int) string {
+		t.Helper()
+		_, v := c.get("repos/o/r/pulls/" + strconv.Itoa(n))
+		return v.(map[string]any)["head"].(map[string]any)["sha"].(string)
+	}
+	if head(2) != "b" || len(s.BranchUpdates()) != 0 {
+		t.Fatalf("at once: head %s, updates %+v; want b and none", head(2), s.BranchUpdates())
+	}
+	if due, ok := s.NextCIDue(); !ok || !due.Equal(now.Add(30*time.Second)) {
+		t.Errorf("NextCIDue = %v %v, want the updates' time", due, ok)
+	}
+	s.SetHead("o/r", 3, "c2") // pushed meanwhile: its update finds nothing to do
+	now = now.Add(30 * time.Second)
+	if got := head(2); got != fakegithub.DeriveSHA("b", "update") {
+		t.Errorf("after 30 s: head %s, want the update's", got)
+	}
+	if ups := s.BranchUpdates(); len(ups) != 1 || ups[0].PRNumber != 2 {
+		t.Errorf("updates = %+v, want #2's alone", ups)
+	}
+	if head(3) != "c2" {
+		t.Errorf("#3's head = %s, want c2 (its author's push)", head(3))
+	}
+}
+
 func TestConcurrentUse(t *testing.T) {
 	s := fakegithub.New(t)
 	s.AddRepo(tenant, "o/r", "main")
