@@ -218,12 +218,15 @@ type TrainAction struct {
 //     the new tip (after a replay landing, the base's new commits have the
 //     tested tree: that is not a move).
 //  3. Groups are judged in landing order: the first one lands once it
-//     passed (not while the base is frozen); a group whose checks passed
+//     passed (not while the base is frozen), and no group lands before
+//     its pull requests' own checks passed (with Train.Speculate they may
+//     still run); a group whose checks passed
 //     is marked passed; a group whose checks failed or timed out while
 //     every group ahead of it passed is run again (retries), split into
 //     its members (each tested at its step of the group's build), or,
-//     alone, bounces its one pull request. A failure behind a group not
-//     yet passed waits: that group may be the cause.
+//     alone, bounces its one pull request (once its own checks passed:
+//     if they fail, it is taken out for them). A failure behind a group
+//     not yet passed waits: that group may be the cause.
 //     A group whose checks passed while groups ahead of it (it was built
 //     on them, in a chain from the base) still test or failed proves them
 //     too: with fast-forward landing they all land at its commit, without
@@ -241,6 +244,8 @@ type TrainAction struct {
 //     ready in). A group short of BatchSize waits as long, from when its
 //     first member became ready, while entries still run their own
 //     checks: it is filled rather than taking another group's room.
+//     With Train.Speculate, an entry whose own checks still run and that
+//     would otherwise be ready (Speculating) is a ready entry here.
 func DecideTrain(f TrainFacts, p Policy) TrainAction {
 	t := p.Train.WithDefaults()
 	if !p.InTrain() {
