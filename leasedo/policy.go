@@ -230,14 +230,22 @@ func (s *Store) Commands(ctx context.Context, k Key) ([]Command, error) {
 // done in the audit log ("" writes none: nothing was done).
 func (s *Store) CommandDone(ctx context.Context, l *Lease, c Command, outcome string) error {
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM commands WHERE id = ? AND tenant = ? AND repo = ?`, c.ID, l.Key.Tenant, l.Key.Repo); err != nil {
-			return fmt.Errorf("%s: command done: %w", l.Key, err)
+		if err := deleteCommand(ctx, tx, l.Key, c); err != nil {
+			return err
 		}
 		if outcome == "" {
 			return nil
 		}
 		return insertAudit(ctx, tx, l.Key, now, AuditCommand, c.PRNumber, "", outcome)
 	})
+}
+
+// deleteCommand deletes c, carried out.
+func deleteCommand(ctx context.Context, tx *wtx, k Key, c Command) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM commands WHERE id = ? AND tenant = ? AND repo = ?`, c.ID, k.Tenant, k.Repo); err != nil {
+		return fmt.Errorf("%s: command done: %w", k, err)
+	}
+	return nil
 }
 
 // HeadSeen is what mergegate keeps of a head of a pull request not in the
@@ -258,8 +266,8 @@ const HeadSeenKept = 10 * time.Minute
 func (s *Store) SeeHead(ctx context.Context, l *Lease, c Command, sha string) error {
 	k := l.Key
 	return s.underLease(ctx, l, func(tx *wtx, now int64) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM commands WHERE id = ? AND tenant = ? AND repo = ?`, c.ID, k.Tenant, k.Repo); err != nil {
-			return fmt.Errorf("%s: command done: %w", k, err)
+		if err := deleteCommand(ctx, tx, k, c); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM head_seen WHERE tenant = ? AND repo = ? AND seen_at < ?`,
 			k.Tenant, k.Repo, now-HeadSeenKept.Milliseconds()); err != nil {

@@ -230,17 +230,8 @@ func (s *Syncer) headMoved(ctx context.Context, l *leasedo.Lease, c leasedo.Comm
 	}
 	it := *e
 	m := rules.HeadMove{Kind: kind, Before: before, After: after, By: c.Author}
-	own, err := s.isApp(ctx, c.Author)
-	if err != nil && (forge.IsRetryable(err) || ctx.Err() != nil) {
+	if m.Trusted, err = s.trusted(ctx, k, c.Author); err != nil {
 		return err
-	}
-	m.Trusted = own
-	if !own {
-		perm, err := s.permission(ctx, k, c.Author)
-		if err != nil {
-			return err
-		}
-		m.Trusted = perm.CanWrite()
 	}
 	consent, note, changed := rules.ConsentAfter(it, m)
 	if changed {
@@ -279,18 +270,27 @@ func (s *Syncer) headSeen(ctx context.Context, k leasedo.Key, entry *leasedo.Ite
 	if seen.Trusted || rules.KnownBefore(seen.At, made) {
 		return seen, nil
 	}
-	own, err := s.isApp(ctx, h.By)
+	seen.Trusted, err = s.trusted(ctx, k, h.By)
+	return seen, err
+}
+
+// trusted reports whether a head moved by login carries a writer's
+// consent along: login is mergegate itself (a branch it updated) or may
+// write to the repository (its permission, read once and cached). A
+// login GitHub's GET /app does not settle is checked as anyone's.
+func (s *Syncer) trusted(ctx context.Context, k leasedo.Key, login string) (bool, error) {
+	own, err := s.isApp(ctx, login)
 	if err != nil && (forge.IsRetryable(err) || ctx.Err() != nil) {
-		return nil, err
+		return false, err
 	}
-	if seen.Trusted = own; !own {
-		perm, err := s.permission(ctx, k, h.By)
-		if err != nil {
-			return nil, err
-		}
-		seen.Trusted = perm.CanWrite()
+	if own {
+		return true, nil
 	}
-	return seen, nil
+	perm, err := s.permission(ctx, k, login)
+	if err != nil {
+		return false, err
+	}
+	return perm.CanWrite(), nil
 }
 
 // refuse replies to a refused command and records it: one reply per
